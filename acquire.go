@@ -1,0 +1,131 @@
+package ratelimiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Result is the outcome of one non-blocking acquisition.
+type Result struct {
+	// Granted reports whether the permits were taken.
+	Granted bool
+	// RetryAfter is zero when Granted; otherwise the time until the oldest
+	// permit record in the window expires, the earliest moment a retry can
+	// succeed. It is a lower bound: other callers may take the permits
+	// first, and a request for several permits may need more records to
+	// expire. Use it for a Retry-After header.
+	RetryAfter time.Duration
+}
+
+// memberRetries bounds the retries after a permit record collided with an
+// existing one. Collisions need equal random parts: with 128 random bits
+// they do not happen, with the old 32-bit formats they are rare.
+const memberRetries = 8
+
+// Allow tries once to take n permits without waiting and reports the
+// outcome with the wait hint. n must be from 1 to MaxPermits. It fails
+// with ErrNotInitialized when the limiter is not configured and with
+// ErrPermitsExceedRate when n exceeds the rate.
+func (r *RateLimiter) Allow(ctx context.Context, n int64) (Result, error) {
+	if err := r.check(checkPermits(n)); err != nil {
+		return Result{}, err
+	}
+	return r.allow(ctx, n)
+}
+
+func (r *RateLimiter) allow(ctx context.Context, n int64) (Result, error) {
+	for i := 0; i < memberRetries; i++ {
+		v, err := r.eval(ctx, scriptAcquire, r.keys.all(),
+			n, r.nowMillis(), newMember(r.c.format, uint32(n)))
+		switch {
+		case err != nil:
+			return Result{}, err
+		case v == 0:
+			return Result{Granted: true}, nil
+		case v > 0:
+			return Result{RetryAfter: time.Duration(v) * time.Millisecond}, nil
+		}
+	}
+	return Result{}, fmt.Errorf("%w: %d permit record collisions in a row", ErrCorruptState, memberRetries)
+}
+
+// TryAcquire takes n permits if they are available now and reports
+// whether it did. It never waits. Errors are those of Allow.
+func (r *RateLimiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
+	res, err := r.Allow(ctx, n)
+	return res.Granted, err
+}
+
+// TryAcquireTimeout takes n permits, waiting up to timeout for them. It
+// returns true once granted and false, at once, as soon as the wait hint
+// from Redis shows that the permits cannot come within timeout. When ctx
+// has an earlier deadline that the wait would pass, it returns an error
+// wrapping context.DeadlineExceeded at once; when ctx is done while
+// waiting, ctx.Err(). A timeout of 0 tries once. Other errors are those of
+// Allow.
+func (r *RateLimiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
+	if timeout < 0 {
+		return false, r.check(invalid("negative timeout %v", timeout))
+	}
+	return r.wait(ctx, n, time.Now().Add(timeout))
+}
+
+// Acquire takes n permits, waiting as long as it takes. It waits on the
+// hint that Redis returns, not by polling. It returns nil once granted; an
+// error wrapping context.DeadlineExceeded, at once, when the wait would
+// pass ctx's deadline; ctx.Err() when ctx is done while waiting. Other
+// errors are those of Allow.
+func (r *RateLimiter) Acquire(ctx context.Context, n int64) error {
+	_, err := r.wait(ctx, n, time.Time{})
+	return err
+}
+
+// wait acquires until granted, until the hint passes limit (false, nil)
+// or ctx's deadline (an error). A zero limit means none.
+func (r *RateLimiter) wait(ctx context.Context, n int64, limit time.Time) (bool, error) {
+	if err := r.check(checkPermits(n)); err != nil {
+		return false, err
+	}
+	ctxDeadline, hasDeadline := ctx.Deadline()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		res, err := r.allow(ctx, n)
+		if err != nil || res.Granted {
+			return res.Granted, err
+		}
+		wake := time.Now().Add(res.RetryAfter)
+		if !limit.IsZero() && wake.After(limit) {
+			return false, nil
+		}
+		if hasDeadline && wake.After(ctxDeadline) {
+			return false, fmt.Errorf("ratelimiter: waiting %v for permits would pass the context deadline: %w",
+				res.RetryAfter, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(res.RetryAfter)
+		} else {
+			timer.Reset(res.RetryAfter)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func checkPermits(n int64) error {
+	if n < 1 || n > MaxPermits {
+		return invalid("permits %d out of range [1, %d]", n, int64(MaxPermits))
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package ratelimiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Mode says who shares a limiter's budget.
+type Mode int
+
+const (
+	// Overall is one budget shared by every client (Redisson's
+	// RateType.OVERALL, stored as type 0).
+	Overall Mode = 0
+	// PerClient gives every client instance its own budget, kept under
+	// its client id (RateType.PER_CLIENT, type 1).
+	PerClient Mode = 1
+)
+
+// String returns "overall", "per-client" or "Mode(n)".
+func (m Mode) String() string {
+	switch m {
+	case Overall:
+		return "overall"
+	case PerClient:
+		return "per-client"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// maxRate keeps counts exact in Lua, whose numbers are float64.
+const maxRate = 1<<53 - 1
+
+// Config is a limiter's configuration: at most Rate permits in any window
+// of Interval.
+type Config struct {
+	// Mode is Overall or PerClient.
+	Mode Mode
+	// Rate is the permits per interval, 1 to 2^53-1.
+	Rate int64
+	// Interval is the window length, a whole number of milliseconds, at
+	// least 1 ms.
+	Interval time.Duration
+	// KeepAlive, when not zero, is a TTL that every use of the limiter
+	// renews, so an unused limiter disappears. It must be 0 or at least
+	// Interval, in whole milliseconds. Redisson reads it since 3.38.
+	KeepAlive time.Duration
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Mode != Overall && c.Mode != PerClient:
+		return invalid("unknown mode %d", int(c.Mode))
+	case c.Rate < 1 || c.Rate > maxRate:
+		return invalid("rate %d out of range [1, %d]", c.Rate, int64(maxRate))
+	case c.Interval < time.Millisecond || c.Interval%time.Millisecond != 0:
+		return invalid("interval %v must be a whole number of milliseconds, at least 1ms", c.Interval)
+	case c.KeepAlive < 0 || c.KeepAlive%time.Millisecond != 0:
+		return invalid("keep-alive %v must be 0 or a whole number of milliseconds", c.KeepAlive)
+	case c.KeepAlive != 0 && c.KeepAlive < c.Interval:
+		return invalid("keep-alive %v is shorter than the interval %v", c.KeepAlive, c.Interval)
+	}
+	return nil
+}
+
+// TrySetRate configures the limiter unless it is configured already, like
+// Redisson's trySetRate: each field is written only if absent. It returns
+// true when this call set the limiter up (and then puts the KeepAlive TTL
+// on its config), false when it was configured before.
+func (r *RateLimiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
+	if err := r.check(cfg.validate()); err != nil {
+		return false, err
+	}
+	set, err := r.eval(ctx, scriptTrySetRate, []string{r.keys.Config},
+		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds())
+	return set == 1, err
+}
+
+// SetRateOption changes how SetRate and UpdateRate treat the permits
+// already taken.
+type SetRateOption func(*setRateOptions)
+
+type setRateOptions struct{ keepState bool }
+
+// KeepState makes SetRate or UpdateRate keep the permits taken in the
+// current window: the value becomes max(0, rate - permits still in the
+// new interval) instead of a fresh, full budget. When the mode changes the
+// state is reset anyway. Redisson 4.4 and later offer the same.
+func KeepState() SetRateOption { return func(o *setRateOptions) { o.keepState = true } }
+
+// SetRate writes the configuration whether or not the limiter exists and,
+// unless KeepState is given, resets its state: the new mode's value and
+// permit records are deleted (for PerClient, this client's). When the mode
+// changes, every mode's state of the limiter is deleted.
+func (r *RateLimiter) SetRate(ctx context.Context, cfg Config, opts ...SetRateOption) error {
+	_, err := r.setRate(ctx, cfg, false, opts)
+	return err
+}
+
+// UpdateRate is SetRate for a limiter that must exist already: it returns
+// false, changing nothing, when the limiter's config is missing, and true
+// when it was updated.
+func (r *RateLimiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRateOption) (bool, error) {
+	return r.setRate(ctx, cfg, true, opts)
+}
+
+func (r *RateLimiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
+	if err := r.check(cfg.validate()); err != nil {
+		return false, err
+	}
+	var o setRateOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return false, invalid("nil SetRateOption")
+		}
+		opt(&o)
+	}
+	done, err := r.eval(ctx, scriptSetRate, r.keys.all(),
+		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
+		flag(mustExist), flag(o.keepState), r.nowMillis())
+	return done == 1, err
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Config reads the limiter's configuration. A limiter that does not exist
+// gives the zero Config (Overall, rate 0, interval 0) and no error, as in
+// Redisson; use Exists to tell the two apart. Fields that are not numbers
+// give ErrCorruptState.
+func (r *RateLimiter) Config(ctx context.Context) (Config, error) {
+	if err := r.check(nil); err != nil {
+		return Config{}, err
+	}
+	h, err := r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
+	if err != nil {
+		return Config{}, scriptError(err)
+	}
+	if len(h) == 0 {
+		return Config{}, nil
+	}
+	field := func(name string) (int64, error) {
+		s, ok := h[name]
+		if !ok {
+			return 0, nil
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: field %s of %s is %q", ErrCorruptState, name, r.keys.Config, s)
+		}
+		return v, nil
+	}
+	rate, e1 := field("rate")
+	interval, e2 := field("interval")
+	mode, e3 := field("type")
+	keep, e4 := field("keepAliveTime")
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		return Config{}, err
+	}
+	if mode != int64(Overall) && mode != int64(PerClient) {
+		return Config{}, fmt.Errorf("%w: type of %s is %d", ErrCorruptState, r.keys.Config, mode)
+	}
+	return Config{
+		Mode:      Mode(mode),
+		Rate:      rate,
+		Interval:  time.Duration(interval) * time.Millisecond,
+		KeepAlive: time.Duration(keep) * time.Millisecond,
+	}, nil
+}
+
+// check returns the limiter's construction error, or else err.
+func (r *RateLimiter) check(err error) error {
+	if r.err != nil {
+		return r.err
+	}
+	return err
+}

@@ -1,0 +1,68 @@
+package ratelimiter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// ErrNotInitialized is returned by calls that need a configured limiter
+	// (acquire, release, available permits) when its config hash is missing
+	// or lacks rate, interval or type. Redisson's message for this case is
+	// "RateLimiter is not initialized".
+	ErrNotInitialized = errors.New("ratelimiter: RateLimiter is not initialized")
+
+	// ErrPermitsExceedRate is returned when a single call asks for more
+	// permits than the limiter's rate: such a call could never be granted.
+	ErrPermitsExceedRate = errors.New("ratelimiter: requested permits amount cannot exceed defined rate")
+
+	// ErrInvalidArgument is returned, before anything is sent to Redis, for
+	// an argument outside its documented range. The error text names the
+	// argument and the value.
+	ErrInvalidArgument = errors.New("ratelimiter: invalid argument")
+
+	// ErrCrossSlot is returned on a Redis Cluster client for a limiter name
+	// whose five keys would not share one hash slot (such as "a{b"). It
+	// also matches ErrInvalidArgument.
+	ErrCrossSlot = fmt.Errorf("%w: the limiter's keys do not share one cluster hash slot; use a name with no '{' or with one '{tag}'", ErrInvalidArgument)
+
+	// ErrCorruptState is returned when Redis holds something the protocol
+	// does not expect: a key of the wrong type, a non-numeric field, a
+	// permit record too short to hold a count. The call changed nothing.
+	ErrCorruptState = errors.New("ratelimiter: unexpected limiter state in Redis")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// scriptError maps the prefixed errors that the scripts raise, and Redis's
+// own WRONGTYPE, to the sentinel errors. Anything else (network, cluster,
+// OOM) is returned unchanged so that callers can inspect it.
+func scriptError(err error) error {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return err
+	}
+	msg := rerr.Error()
+	// Redis appends " script: <sha>, on @user_script:<line>." to errors
+	// raised inside a script.
+	if i := strings.Index(msg, " script: "); i >= 0 {
+		msg = msg[:i]
+	}
+	code, text, _ := strings.Cut(msg, " ")
+	switch code {
+	case "RLNOTINIT":
+		return ErrNotInitialized
+	case "RLEXCEED":
+		return ErrPermitsExceedRate
+	case "RLSTATE":
+		return fmt.Errorf("%w: %s", ErrCorruptState, text)
+	case "WRONGTYPE":
+		return fmt.Errorf("%w: %s", ErrCorruptState, msg)
+	}
+	return err
+}

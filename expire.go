@@ -1,0 +1,108 @@
+package ratelimiter
+
+import (
+	"context"
+	"time"
+)
+
+// ExpireCondition limits when Expire and ExpireAt set a TTL, like the
+// NX, XX, GT and LT flags of Redis's PEXPIRE (Redis 7.0 and later).
+type ExpireCondition string
+
+const (
+	// ExpireNX sets the TTL only on keys that have none.
+	ExpireNX ExpireCondition = "NX"
+	// ExpireXX sets the TTL only on keys that have one.
+	ExpireXX ExpireCondition = "XX"
+	// ExpireGT sets the TTL only when it is later than the current one.
+	ExpireGT ExpireCondition = "GT"
+	// ExpireLT sets the TTL only when it is earlier than the current one.
+	ExpireLT ExpireCondition = "LT"
+)
+
+// TTLPersistent and TTLMissing are what RemainTimeToLive returns for a
+// limiter without a TTL and for one that does not exist, the values of
+// Redis's PTTL and Redisson's remainTimeToLive.
+const (
+	TTLPersistent time.Duration = -1
+	TTLMissing    time.Duration = -2
+)
+
+// Expire sets a TTL of ttl (whole milliseconds, at least 1 ms) on all five
+// keys of the limiter. It reports whether any key got it.
+func (r *RateLimiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
+	return r.ExpireIf(ctx, ttl, "")
+}
+
+// ExpireIf is Expire that sets the TTL only on the keys for which cond
+// holds. An empty cond means always.
+func (r *RateLimiter) ExpireIf(ctx context.Context, ttl time.Duration, cond ExpireCondition) (bool, error) {
+	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
+		return false, r.check(invalid("ttl %v must be a whole number of milliseconds, at least 1ms", ttl))
+	}
+	return r.expire(ctx, cond, "PEXPIRE", ttl.Milliseconds())
+}
+
+// ExpireAt makes all five keys of the limiter expire at t (to the
+// millisecond; a time in the past deletes them). It reports whether any
+// key changed.
+func (r *RateLimiter) ExpireAt(ctx context.Context, t time.Time) (bool, error) {
+	return r.ExpireAtIf(ctx, t, "")
+}
+
+// ExpireAtIf is ExpireAt that acts only on the keys for which cond holds.
+// An empty cond means always.
+func (r *RateLimiter) ExpireAtIf(ctx context.Context, t time.Time, cond ExpireCondition) (bool, error) {
+	return r.expire(ctx, cond, "PEXPIREAT", t.UnixMilli())
+}
+
+// ClearExpire removes the TTL from all five keys and reports whether any
+// key had one.
+func (r *RateLimiter) ClearExpire(ctx context.Context) (bool, error) {
+	return r.expire(ctx, "", "PERSIST")
+}
+
+func (r *RateLimiter) expire(ctx context.Context, cond ExpireCondition, args ...any) (bool, error) {
+	switch cond {
+	case "":
+	case ExpireNX, ExpireXX, ExpireGT, ExpireLT:
+		args = append(args, string(cond))
+	default:
+		return false, r.check(invalid("unknown expire condition %q", string(cond)))
+	}
+	if err := r.check(nil); err != nil {
+		return false, err
+	}
+	changed, err := r.eval(ctx, scriptExpire, r.keys.all(), args...)
+	return changed == 1, err
+}
+
+// RemainTimeToLive returns the TTL of the limiter's config, TTLPersistent
+// when it has none and TTLMissing when the limiter does not exist.
+func (r *RateLimiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
+	if err := r.check(nil); err != nil {
+		return 0, err
+	}
+	// go-redis returns PTTL's -1 and -2 as that many nanoseconds, which
+	// are TTLPersistent and TTLMissing.
+	return r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+}
+
+// Delete deletes all five keys of the limiter and reports whether any
+// existed.
+func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
+	if err := r.check(nil); err != nil {
+		return false, err
+	}
+	n, err := r.c.rdb.Del(ctx, r.keys.all()...).Result()
+	return n > 0, err
+}
+
+// Exists reports whether the limiter's config exists.
+func (r *RateLimiter) Exists(ctx context.Context) (bool, error) {
+	if err := r.check(nil); err != nil {
+		return false, err
+	}
+	n, err := r.c.rdb.Exists(ctx, r.keys.Config).Result()
+	return n > 0, err
+}

@@ -1,0 +1,82 @@
+package ratelimiter
+
+import "strings"
+
+// Keys are the Redis keys of one limiter as seen by one client, named as
+// Redisson names them (PROTOCOL.md section 1).
+type Keys struct {
+	// Config is the hash holding rate, interval, type and keepAliveTime.
+	Config string
+	// Value holds the permits still available in OVERALL mode.
+	Value string
+	// ClientValue holds this client's available permits in PER_CLIENT mode.
+	ClientValue string
+	// Permits is the sorted set of OVERALL permit records.
+	Permits string
+	// ClientPermits is the sorted set of this client's PER_CLIENT records.
+	ClientPermits string
+}
+
+// suffix appends s the way Redisson does: a name that already carries a
+// '{' keeps its own hash tag, any other is wrapped so all keys share one.
+func suffix(name, s string) string {
+	if strings.Contains(name, "{") {
+		return name + ":" + s
+	}
+	return "{" + name + "}:" + s
+}
+
+func keysFor(raw, clientID string) Keys {
+	value := suffix(raw, "value")
+	permits := suffix(raw, "permits")
+	return Keys{
+		Config:        raw,
+		Value:         value,
+		ClientValue:   suffix(value, clientID),
+		Permits:       permits,
+		ClientPermits: suffix(permits, clientID),
+	}
+}
+
+func (k Keys) all() []string {
+	return []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
+}
+
+// sameSlot reports whether every key hashes to one Redis Cluster slot.
+func (k Keys) sameSlot() bool {
+	keys := k.all()
+	slot := keySlot(keys[0])
+	for _, key := range keys[1:] {
+		if keySlot(key) != slot {
+			return false
+		}
+	}
+	return true
+}
+
+// keySlot is Redis Cluster's HASH_SLOT: CRC16 of the key, or of its hash
+// tag (the text between the first '{' and the next '}', if not empty).
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) & 16383
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,0 +1,45 @@
+-- setRate / updateRate. ARGV: rate, interval, type, keepAlive, mustExist
+-- (1 = updateRate), keepState (1/0), now (ms). Returns 1 when the config
+-- was written, 0 when mustExist and the limiter does not exist.
+local rate = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local mode = ARGV[3]
+local keep = tonumber(ARGV[4])
+local now = tonumber(ARGV[7])
+
+local old = read('HGET', KEYS[1], 'type')
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+
+local valueKey, permitsKey = KEYS[2], KEYS[4]
+if mode == '1' then
+  valueKey, permitsKey = KEYS[3], KEYS[5]
+end
+local modeChanged = old ~= false and old ~= mode
+local keepState = ARGV[6] == '1' and not modeChanged
+
+-- Read the records before writing anything, so that a bad record refuses
+-- the whole call.
+local cutoff = now - interval
+local used = 0
+if keepState then
+  used = sum(read('ZRANGEBYSCORE', permitsKey, '(' .. cutoff, '+inf'))
+end
+
+redis.call('HSET', KEYS[1], 'rate', rate, 'interval', interval, 'type', mode, 'keepAliveTime', keep)
+if keep > 0 then
+  redis.call('PEXPIRE', KEYS[1], keep)
+end
+if modeChanged then
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  return 1
+end
+if not keepState then
+  redis.call('DEL', valueKey, permitsKey)
+  return 1
+end
+redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
+redis.call('SET', valueKey, math.max(0, rate - used))
+refresh(valueKey, permitsKey, keep)
+return 1

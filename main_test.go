@@ -1,0 +1,112 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// redisAddr is the server every test in this package shares; each test
+// works on limiter names of its own.
+var redisAddr string
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	srv, err := redistest.Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start redis-server:", err)
+		if redistest.Required() {
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "SKIP: the tests need a redis-server (make deps installs it)")
+		os.Exit(0)
+	}
+	redisAddr = srv.Addr()
+	code := m.Run()
+	_ = srv.Close()
+	os.Exit(code)
+}
+
+func newRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+var nameSeq atomic.Int64
+
+// uniqueName gives each test its own limiter names on the shared server.
+func uniqueName(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), nameSeq.Add(1))
+}
+
+// fakeClock is a settable clock for WithClock; it only stamps records, so
+// tests move time instead of sleeping.
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Now().UnixMilli())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time             { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) Advance(d time.Duration)    { c.ms.Add(d.Milliseconds()) }
+func (c *fakeClock) Millis() int64              { return c.ms.Load() }
+func (c *fakeClock) option() ratelimiter.Option { return ratelimiter.WithClock(c.Now) }
+
+// setup returns a configured limiter on a fake clock.
+func setup(t *testing.T, cfg ratelimiter.Config, opts ...ratelimiter.Option) (*ratelimiter.RateLimiter, *redis.Client, *fakeClock) {
+	t.Helper()
+	rdb := newRedis(t)
+	clock := newFakeClock()
+	c := ratelimiter.NewClient(rdb, append([]ratelimiter.Option{clock.option()}, opts...)...)
+	l := c.RateLimiter(uniqueName(t))
+	ok, err := l.TrySetRate(context.Background(), cfg)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return l, rdb, clock
+}
+
+// valueKey and permitsKey name the keys that hold the state of cfg's mode.
+func valueKey(l *ratelimiter.RateLimiter, m ratelimiter.Mode) string {
+	if m == ratelimiter.PerClient {
+		return l.Keys().ClientValue
+	}
+	return l.Keys().Value
+}
+
+func permitsKey(l *ratelimiter.RateLimiter, m ratelimiter.Mode) string {
+	if m == ratelimiter.PerClient {
+		return l.Keys().ClientPermits
+	}
+	return l.Keys().Permits
+}
+
+// snapshot dumps every key of the limiter, to prove a call changed nothing.
+func snapshot(t *testing.T, rdb *redis.Client, l *ratelimiter.RateLimiter) map[string]string {
+	t.Helper()
+	k := l.Keys()
+	out := map[string]string{}
+	for _, key := range []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits} {
+		d, err := rdb.Dump(context.Background(), key).Result()
+		if err == redis.Nil {
+			continue
+		}
+		require.NoError(t, err)
+		out[key] = d
+	}
+	return out
+}

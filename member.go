@@ -1,0 +1,137 @@
+package ratelimiter
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+)
+
+// MemberFormat is the byte layout of the permit records (sorted-set
+// members) that a client writes. This library reads the permit count from
+// the last four bytes, which works for every generation, but Redisson
+// unpacks a record with its own format from the first byte: an older
+// Redisson takes the wrong bytes of a newer record as the count. Write the
+// format of the oldest Redisson in the fleet that shares the limiter.
+type MemberFormat int
+
+const (
+	// FormatCurrent is Redisson 3.21.0 and later (Lua struct "Bc0I"): one
+	// byte 16, 16 random bytes, the permits as uint32 little-endian;
+	// 21 bytes. It is the default.
+	FormatCurrent MemberFormat = iota
+	// FormatLc0I is Redisson 3.16.4 to 3.20.x: the length of the random
+	// text as uint64 little-endian, the decimal text of a random signed
+	// 64-bit integer, the permits as uint32 little-endian.
+	FormatLc0I
+	// FormatFI is Redisson 3.16.3 and earlier: a float32 little-endian,
+	// then the permits as uint32 little-endian; 8 bytes.
+	FormatFI
+)
+
+// MaxPermits is the most permits one call can take or give back: the wire
+// format stores the count in 32 bits.
+const MaxPermits = math.MaxUint32
+
+// String returns the Lua struct format name of f ("Bc0I", "Lc0I", "fI").
+func (f MemberFormat) String() string {
+	switch f {
+	case FormatCurrent:
+		return "Bc0I"
+	case FormatLc0I:
+		return "Lc0I"
+	case FormatFI:
+		return "fI"
+	}
+	return "MemberFormat(" + strconv.Itoa(int(f)) + ")"
+}
+
+func (f MemberFormat) valid() bool { return f >= FormatCurrent && f <= FormatFI }
+
+// Member is one decoded permit record.
+type Member struct {
+	// Format is the layout the record was written in.
+	Format MemberFormat
+	// Random is the part that keeps records unique: 16 bytes for
+	// FormatCurrent, the decimal text for FormatLc0I, the 4 float bytes for
+	// FormatFI.
+	Random []byte
+	// Permits is the number of permits the acquisition took.
+	Permits uint32
+}
+
+// EncodeMember builds a permit record. random must be 16 bytes for
+// FormatCurrent, 4 bytes for FormatFI and 1 to 255 bytes for FormatLc0I
+// (Redisson writes the decimal text of a signed 64-bit integer). It fails
+// with ErrInvalidArgument for another length or an unknown format.
+func EncodeMember(f MemberFormat, random []byte, permits uint32) ([]byte, error) {
+	var out []byte
+	switch f {
+	case FormatCurrent:
+		if len(random) != 16 {
+			return nil, invalid("Bc0I random part must be 16 bytes, got %d", len(random))
+		}
+		out = append(append(make([]byte, 0, 21), 16), random...)
+	case FormatLc0I:
+		if len(random) < 1 || len(random) > 255 {
+			return nil, invalid("Lc0I random part must be 1 to 255 bytes, got %d", len(random))
+		}
+		out = binary.LittleEndian.AppendUint64(make([]byte, 0, 12+len(random)), uint64(len(random)))
+		out = append(out, random...)
+	case FormatFI:
+		if len(random) != 4 {
+			return nil, invalid("fI random part must be 4 bytes, got %d", len(random))
+		}
+		out = append(make([]byte, 0, 8), random...)
+	default:
+		return nil, invalid("unknown member format %d", int(f))
+	}
+	return binary.LittleEndian.AppendUint32(out, permits), nil
+}
+
+// DecodeMember reads a permit record written by any Redisson generation.
+// It recognises the format from the record's shape and fails with
+// ErrCorruptState for bytes that fit none of them.
+func DecodeMember(b []byte) (Member, error) {
+	if len(b) < 8 {
+		return Member{}, fmt.Errorf("%w: permit record of %d bytes", ErrCorruptState, len(b))
+	}
+	permits := binary.LittleEndian.Uint32(b[len(b)-4:])
+	switch {
+	case len(b) == 8:
+		return Member{Format: FormatFI, Random: b[:4], Permits: permits}, nil
+	case len(b) == 21 && b[0] == 16:
+		return Member{Format: FormatCurrent, Random: b[1:17], Permits: permits}, nil
+	case len(b) >= 13 && binary.LittleEndian.Uint64(b) == uint64(len(b)-12):
+		return Member{Format: FormatLc0I, Random: b[8 : len(b)-4], Permits: permits}, nil
+	}
+	return Member{}, fmt.Errorf("%w: permit record %x fits no known format", ErrCorruptState, b)
+}
+
+// newMember makes a fresh record for permits in format f. The random part
+// only has to keep records unique, so a fast non-cryptographic source does.
+func newMember(f MemberFormat, permits uint32) []byte {
+	var random []byte
+	switch f {
+	case FormatLc0I:
+		random = strconv.AppendInt(nil, int64(rand.Uint64()), 10)
+	case FormatFI:
+		// Redisson rounds a random int64 to float32, which leaves about 2^25
+		// distinct values and makes equal records (lost permits) likely. Any
+		// finite float reads the same to every Redisson, so draw from all of
+		// them.
+		for {
+			bits := rand.Uint32()
+			if f := math.Float32frombits(bits); !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) {
+				random = binary.LittleEndian.AppendUint32(nil, bits)
+				break
+			}
+		}
+	default:
+		random = binary.LittleEndian.AppendUint64(nil, rand.Uint64())
+		random = binary.LittleEndian.AppendUint64(random, rand.Uint64())
+	}
+	m, _ := EncodeMember(f, random, permits)
+	return m
+}

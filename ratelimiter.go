@@ -1,0 +1,149 @@
+// Package ratelimiter is a distributed rate limiter on Redis that speaks
+// Java Redisson's RRateLimiter protocol: a Go service and a Java service
+// using Redisson can draw permits from the same limiter, see each other's
+// acquisitions and change its rate from either side.
+//
+// A limiter grants at most Rate permits in any sliding window of Interval.
+// Every operation is one Lua script, run atomically by Redis in one round
+// trip. The keys and bytes are those of PROTOCOL.md; see README.md for the
+// mapping from Redisson's Java methods.
+package ratelimiter
+
+import (
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client holds what all limiters of one process share: the Redis client,
+// this client's id (PER_CLIENT budgets are kept per id) and the options.
+// It is safe for concurrent use.
+type Client struct {
+	rdb     redis.UniversalClient
+	id      string
+	mapName func(string) string
+	format  MemberFormat
+	clock   func() time.Time
+	cluster bool
+	err     error
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithClientID sets the client id used for PER_CLIENT keys instead of a new
+// random UUID. Give the same id to a restarted process that must keep its
+// PER_CLIENT budget; it must not be empty.
+func WithClientID(id string) Option {
+	return func(c *Client) {
+		if id == "" {
+			c.err = errors.Join(c.err, invalid("empty client id"))
+		}
+		c.id = id
+	}
+}
+
+// WithNameMapper maps every limiter name before the keys are derived from
+// it, like Redisson's NameMapper (for example to add a prefix). Java and
+// Go must use the same mapping to share limiters. A nil mapper is an error.
+func WithNameMapper(m func(string) string) Option {
+	return func(c *Client) {
+		if m == nil {
+			c.err = errors.Join(c.err, invalid("nil name mapper"))
+		}
+		c.mapName = m
+	}
+}
+
+// WithMemberFormat sets the permit record format this client writes; the
+// default is FormatCurrent (Redisson 3.21.0 and later). Records of every
+// format are read whatever this is set to.
+func WithMemberFormat(f MemberFormat) Option {
+	return func(c *Client) {
+		if !f.valid() {
+			c.err = errors.Join(c.err, invalid("unknown member format %d", int(f)))
+		}
+		c.format = f
+	}
+}
+
+// WithClock sets the clock whose reading, in epoch milliseconds, stamps
+// permit records and decides which have expired; the default is
+// time.Now. Like Redisson, the limiter trusts each client's clock, so
+// the clocks of a fleet must agree. Waiting in Acquire always uses real
+// time.
+func WithClock(now func() time.Time) Option {
+	return func(c *Client) {
+		if now == nil {
+			c.err = errors.Join(c.err, invalid("nil clock"))
+		}
+		c.clock = now
+	}
+}
+
+// NewClient returns a Client on rdb, which may be a *redis.Client,
+// *redis.ClusterClient or a failover client. Invalid options or a nil rdb
+// do not panic: every call then fails with an error matching
+// ErrInvalidArgument.
+func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
+	c := &Client{rdb: rdb, format: FormatCurrent, clock: time.Now}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.id == "" && c.err == nil {
+		c.id = uuid.NewString()
+	}
+	if rdb == nil {
+		c.err = errors.Join(c.err, invalid("nil redis client"))
+	}
+	_, c.cluster = rdb.(*redis.ClusterClient)
+	return c
+}
+
+// ID returns the client id that names this client's PER_CLIENT keys.
+func (c *Client) ID() string { return c.id }
+
+// RateLimiter returns the limiter called name. It sends nothing to Redis;
+// a limiter must be configured (TrySetRate or SetRate, from Go or Java)
+// before permits can be taken. An invalid name (empty, or on a cluster
+// client one whose keys would not share a slot) makes every call of the
+// limiter fail with ErrInvalidArgument or ErrCrossSlot.
+func (c *Client) RateLimiter(name string) *RateLimiter {
+	r := &RateLimiter{c: c, name: name, err: c.err}
+	if name == "" {
+		r.err = errors.Join(r.err, invalid("empty limiter name"))
+		return r
+	}
+	raw := name
+	if c.mapName != nil {
+		raw = c.mapName(name)
+		if raw == "" {
+			r.err = errors.Join(r.err, invalid("name mapper maps %q to the empty string", name))
+			return r
+		}
+	}
+	r.keys = keysFor(raw, c.id)
+	if c.cluster && !r.keys.sameSlot() {
+		r.err = errors.Join(r.err, ErrCrossSlot)
+	}
+	return r
+}
+
+// RateLimiter is one named limiter, seen through one Client. It holds no
+// state of its own beyond its key names and is safe for concurrent use.
+type RateLimiter struct {
+	c    *Client
+	name string
+	keys Keys
+	err  error
+}
+
+// Name returns the name the limiter was made with, before name mapping.
+func (r *RateLimiter) Name() string { return r.name }
+
+// Keys returns the Redis keys of the limiter, for tools that inspect it.
+func (r *RateLimiter) Keys() Keys { return r.keys }
+
+func (r *RateLimiter) nowMillis() int64 { return r.c.clock().UnixMilli() }
