@@ -1,0 +1,449 @@
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one process started by scripts/redis-cluster.sh or
+// scripts/redis-sentinel.sh.
+type Node struct {
+	Addr string // 127.0.0.1:port
+	Port int
+	PID  int
+	Role string // role at start: master, replica or sentinel
+}
+
+// scriptPath returns the absolute path of scripts/NAME in this repository.
+func scriptPath(name string) (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("redistest: cannot locate source directory")
+	}
+	p := filepath.Join(filepath.Dir(file), "..", "..", "scripts", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// needBinaries skips t (or fails it under CI, see Required) when one of the
+// binaries is missing.
+func needBinaries(t testing.TB, bins ...string) {
+	t.Helper()
+	for _, b := range append([]string{"bash", "ss", "timeout"}, bins...) {
+		if _, err := exec.LookPath(b); err != nil {
+			msg := fmt.Sprintf("redistest: %s not found on PATH (apt-get install -y redis-server redis-sentinel redis-tools iproute2)", b)
+			if Required() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
+// procSet runs a start/stop script on a directory and owns the processes it
+// started.
+type procSet struct {
+	script string
+	dir    string
+	nodes  []Node
+
+	mu     sync.Mutex
+	killed map[int]bool // pid -> killed by Kill
+
+	stopOnce sync.Once
+}
+
+func startProcSet(ctx context.Context, t testing.TB, script string, env ...string) *procSet {
+	t.Helper()
+	path, err := scriptPath(script)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	becomeSubreaper()
+	dir := t.TempDir()
+	ps := &procSet{script: path, dir: dir, killed: map[int]bool{}}
+	// Register the stop before starting: a start that fails half-way has
+	// already cleaned up after itself, and stop is harmless then.
+	t.Cleanup(ps.stop)
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		cmd := exec.CommandContext(ctx, "bash", path, "start", dir)
+		cmd.Env = append(os.Environ(), env...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Run(); err != nil {
+			lastErr = fmt.Errorf("%s start: %v\n%s%s", script, err, out.String(), errb.String())
+			ps.runStop()
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		nodes, err := parseNodes(filepath.Join(dir, "nodes"))
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		ps.nodes = nodes
+		return ps
+	}
+	t.Fatalf("redistest: %v", lastErr)
+	return nil
+}
+
+func parseNodes(path string) ([]Node, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var nodes []Node
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 {
+			continue
+		}
+		port, err1 := strconv.Atoi(fields[0])
+		pid, err2 := strconv.Atoi(fields[1])
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("redistest: bad line %q in %s", sc.Text(), path)
+		}
+		nodes = append(nodes, Node{
+			Addr: net.JoinHostPort("127.0.0.1", fields[0]),
+			Port: port,
+			PID:  pid,
+			Role: fields[2],
+		})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("redistest: no nodes in %s", path)
+	}
+	return nodes, nil
+}
+
+// stop runs the script's stop command (SIGTERM, then SIGKILL after 3 s, by
+// pidfile) and collects the processes.
+func (ps *procSet) stop() { ps.stopOnce.Do(ps.runStop) }
+
+func (ps *procSet) runStop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", ps.script, "stop", ps.dir)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redistest: %s stop %s: %v\n%s", filepath.Base(ps.script), ps.dir, err, out)
+		// Last resort: never leave a process behind.
+		for _, n := range ps.nodes {
+			if isOurProcess(n) {
+				_ = syscall.Kill(n.PID, syscall.SIGKILL)
+			}
+		}
+	}
+	for _, n := range ps.nodes {
+		reap(n.PID, time.Second)
+	}
+}
+
+// isOurProcess reports whether n.PID is still the redis process serving
+// n.Port (guards against a reused pid).
+func isOurProcess(n Node) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n.PID))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	return strings.Contains(s, "redis") && strings.Contains(s, ":"+strconv.Itoa(n.Port))
+}
+
+// kill sends SIGKILL to n (a crash: no SHUTDOWN, no final sync to the
+// replicas) and waits until its port refuses connections.
+func (ps *procSet) kill(n Node) error {
+	if !isOurProcess(n) {
+		return fmt.Errorf("redistest: pid %d is not the redis process on port %d", n.PID, n.Port)
+	}
+	if err := syscall.Kill(n.PID, syscall.SIGKILL); err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	ps.killed[n.PID] = true
+	ps.mu.Unlock()
+	reap(n.PID, 2*time.Second)
+	for i := 0; i < 200; i++ {
+		c, err := net.DialTimeout("tcp", n.Addr, 100*time.Millisecond)
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("redistest: %s still accepts connections after SIGKILL", n.Addr)
+}
+
+func (ps *procSet) isKilled(n Node) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.killed[n.PID]
+}
+
+// Cluster is a running 6-node Redis Cluster (3 masters, 3 replicas,
+// cluster-node-timeout 1000 ms) started by scripts/redis-cluster.sh.
+type Cluster struct {
+	ps *procSet
+}
+
+// StartCluster starts a cluster and registers its stop with t.Cleanup. It
+// returns only when the cluster is healthy: cluster_state:ok everywhere and
+// every replica in sync with its master. A missing binary skips t, or fails
+// it under CI.
+func StartCluster(ctx context.Context, t testing.TB) *Cluster {
+	t.Helper()
+	needBinaries(t, "redis-server", "redis-cli")
+	return &Cluster{ps: startProcSet(ctx, t, "redis-cluster.sh")}
+}
+
+// Dir is the directory holding the nodes' files (configs, logs).
+func (c *Cluster) Dir() string { return c.ps.dir }
+
+// Nodes returns every node as started (roles at start).
+func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.ps.nodes...) }
+
+// Addrs returns the address of every node, for redis.ClusterOptions.Addrs.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, n := range c.ps.nodes {
+		a = append(a, n.Addr)
+	}
+	return a
+}
+
+// Stop stops every node. Tests need not call it (t.Cleanup does).
+func (c *Cluster) Stop() { c.ps.stop() }
+
+// Kill sends SIGKILL to the node and waits until its port is closed.
+func (c *Cluster) Kill(n Node) error { return c.ps.kill(n) }
+
+// Alive returns the nodes not killed by Kill.
+func (c *Cluster) Alive() []Node {
+	var a []Node
+	for _, n := range c.ps.nodes {
+		if !c.ps.isKilled(n) {
+			a = append(a, n)
+		}
+	}
+	return a
+}
+
+// NodeByAddr finds a node by host:port.
+func (c *Cluster) NodeByAddr(addr string) (Node, bool) {
+	for _, n := range c.ps.nodes {
+		if n.Addr == addr {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// nodeClient runs fn with a single-node client for n.
+func nodeClient(ctx context.Context, n Node, fn func(*redis.Client) error) error {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:        n.Addr,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		MaxRetries: -1, PoolSize: 1,
+	})
+	defer rdb.Close()
+	return fn(rdb)
+}
+
+// anyAlive runs fn on the first living node for which it succeeds.
+func (c *Cluster) anyAlive(ctx context.Context, fn func(*redis.Client) error) error {
+	var first error
+	for _, n := range c.Alive() {
+		err := nodeClient(ctx, n, fn)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = errors.New("redistest: no living node")
+	}
+	return first
+}
+
+// KeySlot asks the cluster (CLUSTER KEYSLOT) for the hash slot of key.
+func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
+	var slot int64
+	err := c.anyAlive(ctx, func(r *redis.Client) error {
+		var err error
+		slot, err = r.ClusterKeySlot(ctx, key).Result()
+		return err
+	})
+	return int(slot), err
+}
+
+// MasterForSlot returns the node that a living node's CLUSTER SLOTS names as
+// the master of slot. Right after a failover nodes may disagree for a moment;
+// WaitHealthy first.
+func (c *Cluster) MasterForSlot(ctx context.Context, slot int) (Node, error) {
+	var addr string
+	err := c.anyAlive(ctx, func(r *redis.Client) error {
+		slots, err := r.ClusterSlots(ctx).Result()
+		if err != nil {
+			return err
+		}
+		for _, s := range slots {
+			if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
+				addr = s.Nodes[0].Addr
+				return nil
+			}
+		}
+		return fmt.Errorf("redistest: slot %d not served", slot)
+	})
+	if err != nil {
+		return Node{}, err
+	}
+	n, ok := c.NodeByAddr(addr)
+	if !ok {
+		return Node{}, fmt.Errorf("redistest: unknown node %s", addr)
+	}
+	return n, nil
+}
+
+// MasterForKey returns the master that owns key's slot.
+func (c *Cluster) MasterForKey(ctx context.Context, key string) (Node, error) {
+	slot, err := c.KeySlot(ctx, key)
+	if err != nil {
+		return Node{}, err
+	}
+	return c.MasterForSlot(ctx, slot)
+}
+
+// Masters returns the current masters as the living nodes report them
+// (ROLE on each).
+func (c *Cluster) Masters(ctx context.Context) ([]Node, error) {
+	var ms []Node
+	for _, n := range c.Alive() {
+		var role string
+		err := nodeClient(ctx, n, func(r *redis.Client) error {
+			v, err := r.Do(ctx, "ROLE").Slice()
+			if err != nil {
+				return err
+			}
+			if len(v) == 0 {
+				return errors.New("redistest: empty ROLE reply")
+			}
+			role, _ = v[0].(string)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if role == "master" {
+			ms = append(ms, n)
+		}
+	}
+	return ms, nil
+}
+
+// ReplicaOf returns the living replica whose master is m.
+func (c *Cluster) ReplicaOf(ctx context.Context, m Node) (Node, error) {
+	for _, n := range c.Alive() {
+		if n.Addr == m.Addr {
+			continue
+		}
+		var host string
+		var port int64
+		err := nodeClient(ctx, n, func(r *redis.Client) error {
+			v, err := r.Do(ctx, "ROLE").Slice()
+			if err != nil {
+				return err
+			}
+			if len(v) >= 3 && v[0] == "slave" {
+				host, _ = v[1].(string)
+				port, _ = v[2].(int64)
+			}
+			return nil
+		})
+		if err != nil {
+			return Node{}, err
+		}
+		if net.JoinHostPort(host, strconv.FormatInt(port, 10)) == m.Addr {
+			return n, nil
+		}
+	}
+	return Node{}, fmt.Errorf("redistest: no replica of %s", m.Addr)
+}
+
+// WaitHealthy polls (every 50 ms, until ctx is done) until every living node
+// reports cluster_state:ok with all 16384 slots served and every slot's
+// master, as each living node sees it, is a living node.
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.healthy(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: cluster not healthy: %v (%w)", last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) healthy(ctx context.Context) error {
+	alive := map[string]bool{}
+	for _, n := range c.Alive() {
+		alive[n.Addr] = true
+	}
+	for _, n := range c.Alive() {
+		err := nodeClient(ctx, n, func(r *redis.Client) error {
+			info, err := r.ClusterInfo(ctx).Result()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+				return fmt.Errorf("%s: cluster_state not ok", n.Addr)
+			}
+			slots, err := r.ClusterSlots(ctx).Result()
+			if err != nil {
+				return err
+			}
+			for _, s := range slots {
+				if len(s.Nodes) == 0 || !alive[s.Nodes[0].Addr] {
+					return fmt.Errorf("%s: slots %d-%d still on a dead master", n.Addr, s.Start, s.End)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
