@@ -1,0 +1,312 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+func TestAcquireFirstUse(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []ratelimiter.Mode{ratelimiter.Overall, ratelimiter.PerClient} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l, rdb, clock := setup(t, ratelimiter.Config{Mode: mode, Rate: 10, Interval: time.Second})
+			ok, err := l.TryAcquire(ctx, 3)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, "7", rdb.Get(ctx, valueKey(l, mode)).Val())
+
+			recs := rdb.ZRangeWithScores(ctx, permitsKey(l, mode), 0, -1).Val()
+			require.Len(t, recs, 1)
+			require.Equal(t, float64(clock.Millis()), recs[0].Score, "score is the client clock in ms")
+			m := []byte(recs[0].Member.(string))
+			require.Len(t, m, 21)
+			require.Equal(t, byte(16), m[0])
+			require.Equal(t, uint32(3), binary.LittleEndian.Uint32(m[17:]))
+
+			other := map[ratelimiter.Mode]ratelimiter.Mode{ratelimiter.Overall: ratelimiter.PerClient, ratelimiter.PerClient: ratelimiter.Overall}[mode]
+			require.Equal(t, int64(0), rdb.Exists(ctx, valueKey(l, other), permitsKey(l, other)).Val())
+		})
+	}
+}
+
+func TestAcquireMemberFormats(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		f     ratelimiter.MemberFormat
+		check func(t *testing.T, m []byte)
+	}{
+		{ratelimiter.FormatCurrent, func(t *testing.T, m []byte) {
+			require.Len(t, m, 21)
+			require.Equal(t, byte(16), m[0])
+		}},
+		{ratelimiter.FormatLc0I, func(t *testing.T, m []byte) {
+			n := binary.LittleEndian.Uint64(m)
+			require.Equal(t, uint64(len(m)-12), n)
+			require.Regexp(t, `^-?[0-9]{1,19}$`, string(m[8:8+n]))
+		}},
+		{ratelimiter.FormatFI, func(t *testing.T, m []byte) { require.Len(t, m, 8) }},
+	} {
+		t.Run(tc.f.String(), func(t *testing.T) {
+			l, rdb, _ := setup(t, ratelimiter.Config{Rate: 1 << 40, Interval: time.Second}, ratelimiter.WithMemberFormat(tc.f))
+			for _, n := range []int64{1, 300, ratelimiter.MaxPermits} {
+				ok, err := l.TryAcquire(ctx, n)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+			recs := rdb.ZRange(ctx, l.Keys().Permits, 0, -1).Val()
+			require.Len(t, recs, 3)
+			var counts []uint32
+			for _, r := range recs {
+				m := []byte(r)
+				tc.check(t, m)
+				counts = append(counts, binary.LittleEndian.Uint32(m[len(m)-4:]))
+				d, err := ratelimiter.DecodeMember(m)
+				require.NoError(t, err)
+				require.Equal(t, tc.f, d.Format)
+			}
+			require.ElementsMatch(t, []uint32{1, 300, ratelimiter.MaxPermits}, counts)
+			require.Equal(t, int64(1<<40-1-300-ratelimiter.MaxPermits), mustInt(t, rdb.Get(ctx, l.Keys().Value)))
+		})
+	}
+}
+
+func mustInt(t *testing.T, cmd *redis.StringCmd) int64 {
+	t.Helper()
+	v, err := cmd.Int64()
+	require.NoError(t, err)
+	return v
+}
+
+func TestAcquireRefusedWithHint(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 5, Interval: 10 * time.Second})
+	_, err := l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	clock.Advance(4 * time.Second)
+	_, err = l.TryAcquire(ctx, 3)
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+
+	before := snapshot(t, rdb, l)
+	res, err := l.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	// 3 + interval - (now - oldest) = 3 + 10000 - 5000.
+	require.Equal(t, 5003*time.Millisecond, res.RetryAfter)
+	require.Equal(t, before, snapshot(t, rdb, l), "a refusal with nothing expired changes nothing")
+
+	// Once the oldest record expires its 2 permits come back.
+	clock.Advance(5 * time.Second)
+	res, err = l.Allow(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, ratelimiter.Result{Granted: true}, res)
+	require.Equal(t, "0", rdb.Get(ctx, l.Keys().Value).Val())
+	require.Equal(t, int64(2), rdb.ZCard(ctx, l.Keys().Permits).Val())
+}
+
+func TestAcquireExpiryBoundary(t *testing.T) {
+	ctx := context.Background()
+	l, _, clock := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Second})
+	ok, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	clock.Advance(999 * time.Millisecond)
+	res, err := l.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 4*time.Millisecond, res.RetryAfter)
+	clock.Advance(time.Millisecond)
+	ok, err = l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok, "a record with score <= now - interval is released")
+}
+
+func TestAcquireRecountAfterRelease(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	_, err := l.TryAcquire(ctx, 6)
+	require.NoError(t, err)
+	clock.Advance(500 * time.Millisecond)
+	_, err = l.TryAcquire(ctx, 4)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx, 5)) // value 5, records 6 + 4
+	clock.Advance(600 * time.Millisecond)
+
+	// The 6 expire; 5 + 6 > 10, so the value is recounted: 10 - 4 = 6.
+	ok, err := l.TryAcquire(ctx, 7)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, "6", rdb.Get(ctx, l.Keys().Value).Val())
+	require.Equal(t, int64(1), rdb.ZCard(ctx, l.Keys().Permits).Val())
+	ok, err = l.TryAcquire(ctx, 6)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestAcquireErrors(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	_, err := l.TryAcquire(ctx, 1)
+	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
+	require.NoError(t, rdb.HSet(ctx, l.Keys().Config, "rate", 3).Err())
+	_, err = l.TryAcquire(ctx, 1)
+	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized, "interval and type missing")
+
+	_, err = l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Second})
+	require.NoError(t, err)
+	before := snapshot(t, rdb, l)
+	_, err = l.TryAcquire(ctx, 4)
+	require.ErrorIs(t, err, ratelimiter.ErrPermitsExceedRate)
+	require.Equal(t, before, snapshot(t, rdb, l))
+}
+
+func TestPermitValidation(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := ratelimiter.NewClient(rdb).RateLimiter("x")
+	for _, n := range []int64{0, -1, ratelimiter.MaxPermits + 1} {
+		_, err := l.TryAcquire(ctx, n)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, n)
+		_, err = l.Allow(ctx, n)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, n)
+		_, err = l.TryAcquireTimeout(ctx, n, time.Second)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, n)
+		require.ErrorIs(t, l.Acquire(ctx, n), ratelimiter.ErrInvalidArgument, n)
+	}
+	_, err := l.TryAcquireTimeout(ctx, 1, -time.Second)
+	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+	for _, n := range []int64{-1, ratelimiter.MaxPermits + 1} {
+		require.ErrorIs(t, l.Release(ctx, n), ratelimiter.ErrInvalidArgument, n)
+	}
+	require.NoError(t, l.Release(ctx, 0), "0 sends nothing")
+
+	for _, bad := range []*ratelimiter.RateLimiter{
+		ratelimiter.NewClient(rdb).RateLimiter(""),
+		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(func(string) string { return "" })).RateLimiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithClientID("")).RateLimiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(nil)).RateLimiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithClock(nil)).RateLimiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithMemberFormat(7)).RateLimiter("x"),
+		ratelimiter.NewClient(nil).RateLimiter("x"),
+	} {
+		_, err := bad.TryAcquire(ctx, 1)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+		_, err = bad.Exists(ctx)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+		_, err = bad.Config(ctx)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+	}
+}
+
+// TestAcquireConcurrentExact: with time standing still, concurrent callers
+// are granted exactly the rate, never more.
+func TestAcquireConcurrentExact(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 100, Interval: time.Minute})
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 30; i++ {
+				ok, err := l.TryAcquire(ctx, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(100), granted.Load())
+	require.Equal(t, "0", rdb.Get(ctx, l.Keys().Value).Val())
+	require.Equal(t, int64(100), rdb.ZCard(ctx, l.Keys().Permits).Val())
+}
+
+func TestAcquireSurvivesScriptFlush(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 5, Interval: time.Second})
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	ok, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestTryAcquireTimeoutGivesUpAtOnce(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	ok, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// The hint is an hour: neither call may wait for it.
+	start := time.Now()
+	ok, err = l.TryAcquireTimeout(ctx, 1, time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok)
+	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = l.Acquire(dctx, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Nil(t, dctx.Err(), "returned before the deadline")
+	ok, err = l.TryAcquireTimeout(dctx, 1, 2*time.Hour)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.False(t, ok)
+	require.Less(t, time.Since(start), 30*time.Second)
+}
+
+func TestAcquireWaitsForHint(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 150 * time.Millisecond})
+	require.NoError(t, err)
+	start := time.Now()
+	for i := 0; i < 6; i++ {
+		require.NoError(t, l.Acquire(ctx, 1))
+	}
+	// Six permits at two per 150 ms cannot all come before two intervals.
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	ok, err := l.TryAcquireTimeout(ctx, 2, 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestAcquireCancelWhileWaiting(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	_, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	_, err = l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+
+	// The wait (an hour) ends with the cancellation; there is no deadline
+	// for the limiter to give up on early.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(cctx, 1) }()
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Acquire did not return after cancellation")
+	}
+	// Already done: nothing is sent.
+	require.True(t, errors.Is(l.Acquire(cctx, 1), context.Canceled))
+}
