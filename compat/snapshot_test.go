@@ -1,0 +1,289 @@
+package compat
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+)
+
+// These tests need neither Java nor Redis: they check the library's member
+// codec and key layout against the state real Redisson left in Redis
+// (testdata/redisson-<version>.json, recorded by TestRecordSnapshots).
+
+// observedFormat is the member format each version was seen to write when
+// recorded (Lua struct format, random part length). Note 3.20.1: PROTOCOL.md
+// lists it under Lc0I, but it writes (and unpacks) Bc0I with 8 random bytes.
+var observedFormat = map[string]struct {
+	format    string
+	randomLen int
+}{
+	"4.7.0":  {"Bc0I", 16},
+	"3.52.0": {"Bc0I", 16},
+	"3.20.1": {"Bc0I", 8},
+	"3.16.3": {"fI", 4},
+}
+
+func mustHex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatalf("bad hex %q: %v", s, err)
+	}
+	return b
+}
+
+func loadSnapshots(t *testing.T) map[string]*Snapshot {
+	t.Helper()
+	out := map[string]*Snapshot{}
+	for _, v := range Versions {
+		s, err := LoadSnapshot(v)
+		if err != nil {
+			t.Fatalf("load snapshot %s: %v (re-record with COMPAT_RECORD=1 go test ./compat -run TestRecordSnapshots)", v, err)
+		}
+		if s.RedissonVersion != v {
+			t.Fatalf("%s: snapshot says version %s", SnapshotPath(v), s.RedissonVersion)
+		}
+		out[v] = s
+	}
+	return out
+}
+
+func TestSnapshotMemberFormat(t *testing.T) {
+	for v, s := range loadSnapshots(t) {
+		want := observedFormat[v]
+		if s.MemberFormat != want.format || s.MemberRandomLen != want.randomLen {
+			t.Errorf("Redisson %s: recorded member format %s/%d, expected %s/%d", v, s.MemberFormat, s.MemberRandomLen, want.format, want.randomLen)
+		}
+		for _, k := range s.Keys {
+			for _, m := range k.Members {
+				if f, n := ObserveFormat(mustHex(t, m.Hex)); f != s.MemberFormat || n != s.MemberRandomLen {
+					t.Errorf("%s: member %s observed as %s/%d", v, m.Hex, f, n)
+				}
+			}
+		}
+	}
+}
+
+// TestSnapshotDecodeEncode decodes every member Java wrote with the library's
+// DecodeMember, and re-encodes it with EncodeMember: the bytes must be identical.
+func TestSnapshotDecodeEncode(t *testing.T) {
+	for v, s := range loadSnapshots(t) {
+		n := 0
+		for _, k := range s.Keys {
+			for _, m := range k.Members {
+				b := mustHex(t, m.Hex)
+				dm, err := ratelimiter.DecodeMember(b)
+				if err != nil {
+					t.Errorf("%s %s: DecodeMember(%s): %v", v, k.Key, m.Hex, err)
+					continue
+				}
+				n++
+				if got := dm.Format.String(); got != s.MemberFormat {
+					t.Errorf("%s %s: DecodeMember(%s).Format = %s, observed %s", v, k.Key, m.Hex, got, s.MemberFormat)
+				}
+				if dm.Permits != m.Permits {
+					t.Errorf("%s %s: DecodeMember(%s).Permits = %d, want %d", v, k.Key, m.Hex, dm.Permits, m.Permits)
+				}
+				enc, err := ratelimiter.EncodeMember(dm.Format, dm.Random, dm.Permits)
+				if err != nil {
+					t.Errorf("%s: EncodeMember(%v, %x, %d): %v", v, dm.Format, dm.Random, dm.Permits, err)
+					continue
+				}
+				if !bytes.Equal(enc, b) {
+					t.Errorf("%s: re-encoded member %x, Java wrote %x", v, enc, b)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no member of the snapshot could be decoded", v)
+		}
+	}
+}
+
+// TestSnapshotEncoderLayout builds members with the library's encoder in the
+// format the Go client is configured to write next to each version
+// (formatFor) and checks that the version's own unpack format reads the right
+// permits from them, for small and for the largest permit counts.
+func TestSnapshotEncoderLayout(t *testing.T) {
+	for v, s := range loadSnapshots(t) {
+		f := formatFor(v)
+		for _, permits := range []uint32{1, 7, 1 << 16, 4294967295} {
+			var random []byte
+			switch f {
+			case ratelimiter.FormatCurrent:
+				random = bytes.Repeat([]byte{0xa5}, 16)
+			case ratelimiter.FormatLc0I:
+				random = []byte("-1234567890123456789")
+			case ratelimiter.FormatFI:
+				random = []byte{0x00, 0x00, 0x80, 0x5e} // 2^62 as float32
+			}
+			enc, err := ratelimiter.EncodeMember(f, random, permits)
+			if err != nil {
+				t.Fatalf("%s: EncodeMember(%v): %v", v, f, err)
+			}
+			got, err := JavaUnpackPermits(s.MemberFormat, enc)
+			if err != nil || got != permits {
+				t.Errorf("Redisson %s (unpacks %s) reads Go's %v member %x as %d, %v; want %d", v, s.MemberFormat, f, enc, got, err, permits)
+			}
+			dm, err := ratelimiter.DecodeMember(enc)
+			if err != nil || dm.Permits != permits || dm.Format != f || !bytes.Equal(dm.Random, random) {
+				t.Errorf("%s: DecodeMember(EncodeMember(%v, %x, %d)) = %+v, %v", v, f, random, permits, dm, err)
+			}
+		}
+	}
+}
+
+// limiterExpect is what the steps of a snapshot imply for one limiter.
+type limiterExpect struct {
+	client  string // plain or mapped
+	mode    string // OVERALL or PER_CLIENT
+	rate    int64
+	permits []uint32 // granted acquisitions
+	kaSet   bool     // trySetRate with a keepAlive that the version accepted
+}
+
+func expectations(t *testing.T, s *Snapshot) map[string]*limiterExpect {
+	lims := map[string]*limiterExpect{}
+	for _, st := range s.Steps {
+		name := st.Command[1]
+		switch st.Command[0] {
+		case "trySetRate":
+			if st.Answer != "OK true" {
+				if strings.HasPrefix(st.Answer, "ERR Unsupported") {
+					continue
+				}
+				t.Fatalf("%s: step %v answered %s", s.RedissonVersion, st.Command, st.Answer)
+			}
+			rate, _ := strconv.ParseInt(st.Command[3], 10, 64)
+			lims[name] = &limiterExpect{client: st.Client, mode: st.Command[2], rate: rate, kaSet: len(st.Command) > 5}
+		case "tryAcquire":
+			l := lims[name]
+			if l == nil {
+				continue
+			}
+			if st.Answer != "OK true" {
+				t.Fatalf("%s: step %v answered %s", s.RedissonVersion, st.Command, st.Answer)
+			}
+			n, _ := strconv.ParseUint(st.Command[2], 10, 32)
+			l.permits = append(l.permits, uint32(n))
+		}
+	}
+	return lims
+}
+
+// TestSnapshotKeyLayout derives every limiter's keys with the library
+// (client id and name mapper as the Java clients had them) and checks that
+// they are exactly the keys Java wrote, with the contents the steps imply.
+func TestSnapshotKeyLayout(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never used: Keys() needs no I/O
+	defer rc.Close()
+	for v, s := range loadSnapshots(t) {
+		plain := ratelimiter.NewClient(rc, ratelimiter.WithClientID(s.ClientID))
+		prefix := s.NamePrefix
+		mapped := ratelimiter.NewClient(rc, ratelimiter.WithClientID(s.MappedClientID),
+			ratelimiter.WithNameMapper(func(n string) string { return prefix + n }))
+		if plain.ID() != s.ClientID {
+			t.Fatalf("ID() = %s, want %s", plain.ID(), s.ClientID)
+		}
+		got := map[string]KeyState{}
+		for _, k := range s.Keys {
+			got[k.Key] = k
+		}
+		seen := map[string]bool{}
+		for name, l := range expectations(t, s) {
+			c := plain
+			if l.client == "mapped" {
+				c = mapped
+			}
+			keys := c.RateLimiter(name).Keys()
+			valueKey, permitsKey := keys.Value, keys.Permits
+			if l.mode == "PER_CLIENT" {
+				valueKey, permitsKey = keys.ClientValue, keys.ClientPermits
+			}
+			// Config hash.
+			cfg, ok := got[keys.Config]
+			if !ok || cfg.Type != "hash" {
+				t.Errorf("%s %s: no config hash at library key %q (keys: %v)", v, name, keys.Config, keyNames(s))
+				continue
+			}
+			seen[keys.Config] = true
+			wantType := map[string]string{"OVERALL": "0", "PER_CLIENT": "1"}[l.mode]
+			if cfg.Hash["rate"] != strconv.FormatInt(l.rate, 10) || cfg.Hash["type"] != wantType || cfg.Hash["interval"] != "60000" {
+				t.Errorf("%s %s: config hash %v", v, name, cfg.Hash)
+			}
+			_, hasKA := cfg.Hash["keepAliveTime"]
+			if hasKA != versionAtLeast(v, "3.38.0") {
+				t.Errorf("%s %s: keepAliveTime field present=%v", v, name, hasKA)
+			}
+			if cfg.HasTTL != l.kaSet {
+				t.Errorf("%s %s: config TTL present=%v, keepAlive set=%v", v, name, cfg.HasTTL, l.kaSet)
+			}
+			// Value key: rate minus what was taken.
+			var used uint32
+			for _, p := range l.permits {
+				used += p
+			}
+			val, ok := got[valueKey]
+			if !ok || val.Type != "string" || val.String == nil {
+				t.Errorf("%s %s: no value string at library key %q (keys: %v)", v, name, valueKey, keyNames(s))
+				continue
+			}
+			seen[valueKey] = true
+			if want := strconv.FormatInt(l.rate-int64(used), 10); *val.String != want {
+				t.Errorf("%s %s: value %s, want %s", v, name, *val.String, want)
+			}
+			// Permits set: the decoded permits are exactly the granted acquisitions.
+			zs, ok := got[permitsKey]
+			if !ok || zs.Type != "zset" {
+				t.Errorf("%s %s: no permits zset at library key %q (keys: %v)", v, name, permitsKey, keyNames(s))
+				continue
+			}
+			seen[permitsKey] = true
+			var dec []uint32
+			for _, m := range zs.Members {
+				dm, err := ratelimiter.DecodeMember(mustHex(t, m.Hex))
+				if err != nil {
+					t.Errorf("%s %s: %v", v, name, err)
+					continue
+				}
+				dec = append(dec, dm.Permits)
+				if m.ScoreOffsetMs < 0 || m.ScoreOffsetMs > 60000 {
+					t.Errorf("%s %s: score offset %d outside the recording", v, name, m.ScoreOffsetMs)
+				}
+			}
+			if fmt.Sprint(sorted(dec)) != fmt.Sprint(sorted(l.permits)) {
+				t.Errorf("%s %s: decoded permits %v, acquired %v", v, name, dec, l.permits)
+			}
+			if val.HasTTL != l.kaSet || zs.HasTTL != l.kaSet {
+				t.Errorf("%s %s: value/permits TTL %v/%v, keepAlive set=%v", v, name, val.HasTTL, zs.HasTTL, l.kaSet)
+			}
+		}
+		for _, k := range s.Keys {
+			if !seen[k.Key] {
+				t.Errorf("%s: Java wrote key %q that the library's layout does not name", v, k.Key)
+			}
+		}
+	}
+}
+
+func sorted(p []uint32) []uint32 {
+	q := append([]uint32(nil), p...)
+	sort.Slice(q, func(i, j int) bool { return q[i] < q[j] })
+	return q
+}
+
+func keyNames(s *Snapshot) []string {
+	var n []string
+	for _, k := range s.Keys {
+		n = append(n, k.Key)
+	}
+	return n
+}
