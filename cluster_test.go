@@ -1,0 +1,409 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// These tests run against a real 6-node Redis Cluster (3 masters, 3
+// replicas) started by scripts/redis-cluster.sh.
+
+func newClusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// nodeRedis is a plain client on one cluster node, to look at what the
+// library wrote where.
+func nodeRedis(t testing.TB, n redistest.Node) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func TestCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := redistest.StartCluster(ctx, t)
+	rdb := newClusterClient(t, c)
+
+	t.Run("NamesOnAllMasters", func(t *testing.T) {
+		// Plain names, names with a {tag} in several positions, and names
+		// that look like tags but are not (empty tag, unclosed brace after
+		// a closed one).
+		var names []string
+		for i := 0; i < 12; i++ {
+			names = append(names, fmt.Sprintf("cl-plain-%d", i))
+			names = append(names, fmt.Sprintf("cl-user:{tenant-%d}:api", i))
+		}
+		names = append(names, "{cl-tag}", "cl-x{cl-y}z", "{cl-a}{cl-b}", "cl:{a}}", "cl-π-ünïcode")
+		cli := ratelimiter.NewClient(rdb)
+		masters := map[string][]string{}
+		for _, name := range names {
+			lim := cli.RateLimiter(name)
+			k := lim.Keys()
+			slot, err := c.KeySlot(ctx, k.Config)
+			require.NoError(t, err)
+			for _, key := range []string{k.Value, k.ClientValue, k.Permits, k.ClientPermits} {
+				s, err := c.KeySlot(ctx, key)
+				require.NoError(t, err)
+				require.Equalf(t, slot, s, "name %q: key %q is in slot %d, config in %d", name, key, s, slot)
+			}
+			m, err := c.MasterForSlot(ctx, slot)
+			require.NoError(t, err)
+			masters[m.Addr] = append(masters[m.Addr], name)
+		}
+		require.Lenf(t, masters, 3, "names must land on all three masters: %v", masters)
+
+		for _, name := range names {
+			for _, mode := range []ratelimiter.Mode{ratelimiter.Overall, ratelimiter.PerClient} {
+				name := fmt.Sprintf("%s-%s", name, mode)
+				t.Run(name, func(t *testing.T) { exerciseAllOperations(ctx, t, c, rdb, name, mode) })
+			}
+		}
+	})
+
+	t.Run("CrossSlotName", func(t *testing.T) {
+		cli := ratelimiter.NewClient(rdb)
+		for _, name := range []string{"a{b", "{}x", "a}b{c", "x{}"} {
+			lim := cli.RateLimiter(name)
+			k := lim.Keys()
+			// Prove the premise on the server: the five keys are not all in
+			// one slot.
+			slots := map[int]bool{}
+			for _, key := range []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits} {
+				s, err := c.KeySlot(ctx, key)
+				require.NoError(t, err)
+				slots[s] = true
+			}
+			require.Greaterf(t, len(slots), 1, "name %q: keys should span slots", name)
+
+			cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 5, Interval: time.Second}
+			calls := map[string]error{}
+			_, calls["TrySetRate"] = lim.TrySetRate(ctx, cfg)
+			calls["SetRate"] = lim.SetRate(ctx, cfg)
+			_, calls["UpdateRate"] = lim.UpdateRate(ctx, cfg)
+			_, calls["TryAcquire"] = lim.TryAcquire(ctx, 1)
+			_, calls["TryAcquireTimeout"] = lim.TryAcquireTimeout(ctx, 1, time.Second)
+			calls["Acquire"] = lim.Acquire(ctx, 1)
+			_, calls["Allow"] = lim.Allow(ctx, 1)
+			calls["Release"] = lim.Release(ctx, 1)
+			_, calls["AvailablePermits"] = lim.AvailablePermits(ctx)
+			_, calls["Config"] = lim.Config(ctx)
+			_, calls["Expire"] = lim.Expire(ctx, time.Minute)
+			_, calls["ExpireAt"] = lim.ExpireAt(ctx, time.Now().Add(time.Minute))
+			_, calls["ClearExpire"] = lim.ClearExpire(ctx)
+			_, calls["RemainTimeToLive"] = lim.RemainTimeToLive(ctx)
+			_, calls["Delete"] = lim.Delete(ctx)
+			_, calls["Exists"] = lim.Exists(ctx)
+			for op, err := range calls {
+				require.ErrorIsf(t, err, ratelimiter.ErrCrossSlot, "%s(%q)", op, name)
+				require.ErrorIsf(t, err, ratelimiter.ErrInvalidArgument, "%s(%q)", op, name)
+				var rerr redis.Error
+				require.Falsef(t, errors.As(err, &rerr), "%s(%q) returned a raw Redis error: %v", op, name, err)
+			}
+			// Nothing was written anywhere.
+			for _, key := range []string{k.Config, k.Value, k.Permits} {
+				n, err := rdb.Exists(ctx, key).Result()
+				require.NoError(t, err)
+				require.Zerof(t, n, "key %q written for cross-slot name %q", key, name)
+			}
+		}
+	})
+
+	t.Run("ConcurrentLimitersAcrossMasters", func(t *testing.T) {
+		// 30 limiters, 3 clients each (PER_CLIENT budgets are per client),
+		// 6 goroutines hammering them: every limiter grants exactly its rate
+		// within one long interval, never more.
+		const limiters, rate = 30, 7
+		clients := []*ratelimiter.Client{
+			ratelimiter.NewClient(rdb), ratelimiter.NewClient(rdb), ratelimiter.NewClient(rdb),
+		}
+		granted := make([]atomic.Int64, limiters)
+		for i := 0; i < limiters; i++ {
+			mode := ratelimiter.Overall
+			if i%2 == 1 {
+				mode = ratelimiter.PerClient
+			}
+			ok, err := clients[0].RateLimiter(fmt.Sprintf("cl-conc-%d", i)).
+				TrySetRate(ctx, ratelimiter.Config{Mode: mode, Rate: rate, Interval: time.Hour})
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				cli := clients[g%3]
+				for round := 0; round < 12; round++ {
+					for i := 0; i < limiters; i++ {
+						ok, err := cli.RateLimiter(fmt.Sprintf("cl-conc-%d", i)).TryAcquire(ctx, 1)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if ok {
+							granted[i].Add(1)
+						}
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for i := range granted {
+			want := int64(rate)
+			if i%2 == 1 {
+				want = 3 * rate // each of the three clients has its own budget
+			}
+			require.Equalf(t, want, granted[i].Load(), "limiter cl-conc-%d", i)
+		}
+	})
+
+	t.Run("SlotMigration", func(t *testing.T) {
+		// Move a limiter's slot to another master while it is in use: the
+		// client gets MOVED, follows it, and the limiter keeps its state.
+		cli := ratelimiter.NewClient(rdb)
+		lim := cli.RateLimiter("cl-migrate")
+		_, err := lim.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
+		require.NoError(t, err)
+		for i := 0; i < 4; i++ {
+			ok, err := lim.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		slot, err := c.KeySlot(ctx, lim.Keys().Config)
+		require.NoError(t, err)
+		src, err := c.MasterForSlot(ctx, slot)
+		require.NoError(t, err)
+		masters, err := c.Masters(ctx)
+		require.NoError(t, err)
+		var dst redistest.Node
+		for _, m := range masters {
+			if m.Addr != src.Addr {
+				dst = m
+				break
+			}
+		}
+		require.NotEmpty(t, dst.Addr)
+		migrateSlot(ctx, t, c, slot, src, dst)
+		owner, err := c.MasterForSlot(ctx, slot)
+		require.NoError(t, err)
+		require.Equal(t, dst.Addr, owner.Addr)
+
+		avail, err := lim.AvailablePermits(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 6, avail, "state must move with the slot")
+		n := 0
+		for i := 0; i < 10; i++ {
+			ok, err := lim.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			if ok {
+				n++
+			}
+		}
+		require.Equal(t, 6, n)
+		// The records are now on the new owner.
+		cnt, err := nodeRedis(t, dst).ZCard(ctx, lim.Keys().Permits).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, 10, cnt)
+	})
+}
+
+// exerciseAllOperations runs every operation of the library on one limiter
+// through the cluster client and checks each result, and that the keys live
+// on the master that owns their slot.
+func exerciseAllOperations(ctx context.Context, t *testing.T, c *redistest.Cluster, rdb *redis.ClusterClient, name string, mode ratelimiter.Mode) {
+	cli := ratelimiter.NewClient(rdb)
+	lim := cli.RateLimiter(name)
+	cfg := ratelimiter.Config{Mode: mode, Rate: 3, Interval: time.Hour}
+
+	ok, err := lim.TrySetRate(ctx, cfg)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = lim.TrySetRate(ctx, ratelimiter.Config{Mode: mode, Rate: 9, Interval: time.Hour})
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err := lim.Config(ctx)
+	require.NoError(t, err)
+	require.Equal(t, cfg, got)
+	exists, err := lim.Exists(ctx)
+	require.NoError(t, err)
+	require.True(t, exists)
+
+	res, err := lim.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, res.Granted)
+	ok, err = lim.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = lim.TryAcquireTimeout(ctx, 1, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = lim.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, ok, "rate 3 must be exhausted")
+	res, err = lim.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	require.Greater(t, res.RetryAfter, 50*time.Minute)
+	_, err = lim.TryAcquire(ctx, 4)
+	require.ErrorIs(t, err, ratelimiter.ErrPermitsExceedRate)
+	ok, err = lim.TryAcquireTimeout(ctx, 1, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok)
+	actx, acancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err = lim.Acquire(actx, 1)
+	acancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	avail, err := lim.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Zero(t, avail)
+	require.NoError(t, lim.Release(ctx, 2))
+	avail, err = lim.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, avail)
+	require.NoError(t, lim.Acquire(ctx, 2))
+
+	// The state is on the master that owns the slot, under this mode's keys.
+	k := lim.Keys()
+	valueKey, permitsKey := k.Value, k.Permits
+	if mode == ratelimiter.PerClient {
+		valueKey, permitsKey = k.ClientValue, k.ClientPermits
+	}
+	owner, err := c.MasterForKey(ctx, k.Config)
+	require.NoError(t, err)
+	node := nodeRedis(t, owner)
+	v, err := node.Get(ctx, valueKey).Int64()
+	require.NoError(t, err)
+	require.Zero(t, v)
+	cnt, err := node.ZCard(ctx, permitsKey).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 4, cnt, "one record per granted acquisition")
+
+	// Rate changes.
+	updated, err := lim.UpdateRate(ctx, ratelimiter.Config{Mode: mode, Rate: 5, Interval: time.Hour}, ratelimiter.KeepState())
+	require.NoError(t, err)
+	require.True(t, updated)
+	avail, err = lim.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, avail, "keepState: 5 - 5 permits used in the window")
+	require.NoError(t, lim.SetRate(ctx, ratelimiter.Config{Mode: mode, Rate: 4, Interval: time.Hour}))
+	avail, err = lim.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, avail, "SetRate resets the state")
+
+	// Expiry.
+	ok, err = lim.Expire(ctx, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ttl, err := lim.RemainTimeToLive(ctx)
+	require.NoError(t, err)
+	require.Greater(t, ttl, 50*time.Second)
+	ok, err = lim.ExpireIf(ctx, 2*time.Minute, ratelimiter.ExpireNX)
+	require.NoError(t, err)
+	require.False(t, ok, "NX: every key has a TTL already")
+	ok, err = lim.ExpireAtIf(ctx, time.Now().Add(2*time.Minute), ratelimiter.ExpireGT)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = lim.ExpireAt(ctx, time.Now().Add(3*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	pttl, err := node.PTTL(ctx, valueKey).Result()
+	require.NoError(t, err)
+	require.Greater(t, pttl, 2*time.Minute, "expiry reaches the value key too")
+	ok, err = lim.ClearExpire(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ttl, err = lim.RemainTimeToLive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ratelimiter.TTLPersistent, ttl)
+
+	// Deletion.
+	ok, err = lim.Delete(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	exists, err = lim.Exists(ctx)
+	require.NoError(t, err)
+	require.False(t, exists)
+	ttl, err = lim.RemainTimeToLive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ratelimiter.TTLMissing, ttl)
+	updated, err = lim.UpdateRate(ctx, cfg)
+	require.NoError(t, err)
+	require.False(t, updated, "UpdateRate needs an existing limiter")
+	_, err = lim.TryAcquire(ctx, 1)
+	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
+}
+
+// migrateSlot moves slot from src to dst the way redis-cli --cluster
+// reshard does: IMPORTING/MIGRATING, MIGRATE the keys, then SETSLOT NODE on
+// every master.
+func migrateSlot(ctx context.Context, t *testing.T, c *redistest.Cluster, slot int, src, dst redistest.Node) {
+	t.Helper()
+	s, d := nodeRedis(t, src), nodeRedis(t, dst)
+	srcID, err := s.Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	dstID, err := d.Do(ctx, "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	require.NoError(t, d.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
+	require.NoError(t, s.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err())
+	for i := 0; i < 100; i++ {
+		keys, err := s.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		require.NoError(t, err)
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", dst.Addr[:len("127.0.0.1")], dst.Port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		require.NoError(t, s.Do(ctx, args...).Err())
+	}
+	require.NoError(t, d.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	require.NoError(t, s.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	masters, err := c.Masters(ctx)
+	require.NoError(t, err)
+	for _, m := range masters {
+		require.NoError(t, nodeRedis(t, m).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	}
+	// Wait (bounded) until every node's CLUSTER SLOTS agrees.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		agree := true
+		for _, n := range c.Alive() {
+			slots, err := nodeRedis(t, n).ClusterSlots(ctx).Result()
+			require.NoError(t, err)
+			for _, r := range slots {
+				if slot >= int(r.Start) && slot <= int(r.End) && r.Nodes[0].Addr != dst.Addr {
+					agree = false
+				}
+			}
+		}
+		if agree {
+			return
+		}
+		require.Truef(t, time.Now().Before(deadline), "slot %d not moved to %s on every node", slot, dst.Addr)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
