@@ -1,0 +1,127 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Minute})
+	k := l.Keys()
+
+	// No value yet: release starts from the rate and caps there.
+	require.NoError(t, l.Release(ctx, 3))
+	require.Equal(t, "10", rdb.Get(ctx, k.Value).Val())
+
+	_, err := l.TryAcquire(ctx, 8)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx, 5))
+	require.Equal(t, "7", rdb.Get(ctx, k.Value).Val())
+	require.Equal(t, int64(1), rdb.ZCard(ctx, k.Permits).Val(), "records stay")
+	require.NoError(t, l.Release(ctx, 100))
+	require.Equal(t, "10", rdb.Get(ctx, k.Value).Val())
+
+	other := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	require.ErrorIs(t, other.Release(ctx, 1), ratelimiter.ErrNotInitialized)
+}
+
+func TestAvailablePermits(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	k := l.Keys()
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), n)
+	require.Equal(t, "10", rdb.Get(ctx, k.Value).Val(), "first read stores the rate")
+
+	_, err = l.TryAcquire(ctx, 4)
+	require.NoError(t, err)
+	clock.Advance(500 * time.Millisecond)
+	_, err = l.TryAcquire(ctx, 5)
+	require.NoError(t, err)
+	n, err = l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+
+	clock.Advance(600 * time.Millisecond)
+	n, err = l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	require.Equal(t, "5", rdb.Get(ctx, k.Value).Val())
+	require.Equal(t, int64(1), rdb.ZCard(ctx, k.Permits).Val())
+
+	other := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	_, err = other.AvailablePermits(ctx)
+	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
+}
+
+// TestAvailablePermitsNeverExceedsRate covers a Redisson defect: permits
+// given back by release plus expiring records are summed without a cap,
+// and the stored value then lets a burst exceed the rate.
+func TestAvailablePermitsNeverExceedsRate(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	_, err := l.TryAcquire(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx, 5))
+	clock.Advance(time.Second)
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), n, "Redisson would store and report 15")
+	require.Equal(t, "10", rdb.Get(ctx, l.Keys().Value).Val())
+}
+
+func TestAvailablePermitsCopiesConfigTTL(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	require.NoError(t, rdb.PExpire(ctx, l.Keys().Config, time.Minute).Err())
+	_, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	ttl := rdb.PTTL(ctx, l.Keys().Value).Val()
+	require.Greater(t, ttl, 50*time.Second)
+	require.LessOrEqual(t, ttl, time.Minute)
+}
+
+func TestTTLRefresh(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []ratelimiter.Mode{ratelimiter.Overall, ratelimiter.PerClient} {
+		t.Run(mode.String()+"/keep-alive", func(t *testing.T) {
+			l, rdb, _ := setup(t, ratelimiter.Config{Mode: mode, Rate: 10, Interval: time.Second, KeepAlive: time.Hour})
+			// Shorten every TTL, then show that each kind of use renews them.
+			for _, use := range []func() error{
+				func() error { _, err := l.TryAcquire(ctx, 1); return err },
+				func() error { _, err := l.TryAcquire(ctx, 10); return err }, // refused
+				func() error { return l.Release(ctx, 1) },
+			} {
+				for _, key := range []string{l.Keys().Config, valueKey(l, mode), permitsKey(l, mode)} {
+					rdb.PExpire(ctx, key, time.Minute)
+				}
+				require.NoError(t, use())
+				for _, key := range []string{l.Keys().Config, valueKey(l, mode), permitsKey(l, mode)} {
+					require.Greater(t, rdb.PTTL(ctx, key).Val(), 59*time.Minute, key)
+				}
+			}
+		})
+		t.Run(mode.String()+"/config-ttl", func(t *testing.T) {
+			l, rdb, _ := setup(t, ratelimiter.Config{Mode: mode, Rate: 10, Interval: time.Second})
+			_, err := l.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			require.Equal(t, time.Duration(-1), rdb.PTTL(ctx, valueKey(l, mode)).Val())
+			require.NoError(t, rdb.PExpire(ctx, l.Keys().Config, 30*time.Second).Err())
+			_, err = l.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			for _, key := range []string{valueKey(l, mode), permitsKey(l, mode)} {
+				ttl := rdb.PTTL(ctx, key).Val()
+				require.Greater(t, ttl, 20*time.Second, key)
+				require.LessOrEqual(t, ttl, 30*time.Second, key)
+			}
+			require.NoError(t, l.Release(ctx, 1))
+		})
+	}
+}

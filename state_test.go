@@ -1,0 +1,98 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+func redisZ(permits uint32) redis.Z {
+	m, _ := ratelimiter.EncodeMember(ratelimiter.FormatCurrent, make([]byte, 16), permits)
+	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: m}
+}
+
+// TestCorruptState: whatever unexpected state a limiter's keys hold, every
+// call returns ErrCorruptState and leaves the keys exactly as they were.
+func TestCorruptState(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]func(rdb *redis.Client, k ratelimiter.Keys){
+		"config not a hash":    func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Config); rdb.Set(ctx, k.Config, "x", 0) },
+		"rate not a number":    func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "ten") },
+		"interval fractional":  func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "1.5") },
+		"keepAlive not number": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "x") },
+		"unknown type":         func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "type", "2") },
+		"value not a number":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "lots", 0) },
+		"value a list":         func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Value); rdb.RPush(ctx, k.Value, "1") },
+		"permits a string":     func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Permits); rdb.Set(ctx, k.Permits, "1", 0) },
+		"short record": func(rdb *redis.Client, k ratelimiter.Keys) {
+			rdb.ZAdd(ctx, k.Permits, redis.Z{Score: 1, Member: "ab"})
+		},
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			l, rdb, clock := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
+			_, err := l.TryAcquire(ctx, 4)
+			require.NoError(t, err)
+			clock.Advance(2 * time.Second) // so the records are due for release
+			corrupt(rdb, l.Keys())
+			// refused asserts that a call failed with ErrCorruptState and
+			// changed nothing; mayPass allows calls that never read the bad
+			// part (release does not read records, a KeepState rewrite only
+			// reads records in the window) to succeed.
+			refused := func(what string, mayPass bool, call func() error) {
+				before := snapshot(t, rdb, l)
+				err := call()
+				if err == nil && mayPass {
+					return
+				}
+				require.ErrorIs(t, err, ratelimiter.ErrCorruptState, what)
+				require.Equal(t, before, snapshot(t, rdb, l), what)
+			}
+			records := name == "short record" || name == "permits a string"
+			refused("available", false, func() error { _, err := l.AvailablePermits(ctx); return err })
+			refused("acquire", false, func() error { _, err := l.TryAcquire(ctx, 1); return err })
+			refused("release", records, func() error { return l.Release(ctx, 1) })
+			refused("keep state", name != "config not a hash" && name != "permits a string", func() error {
+				return l.SetRate(ctx, ratelimiter.Config{Rate: 5, Interval: time.Second}, ratelimiter.KeepState())
+			})
+		})
+	}
+}
+
+func TestConfigCorrupt(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	require.NoError(t, rdb.Set(ctx, l.Keys().Config, "x", 0).Err())
+	_, err := l.Config(ctx)
+	require.ErrorIs(t, err, ratelimiter.ErrCorruptState)
+	_, err = l.TrySetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Second})
+	require.ErrorIs(t, err, ratelimiter.ErrCorruptState)
+	require.Equal(t, "x", rdb.Get(ctx, l.Keys().Config).Val())
+
+	require.NoError(t, rdb.Del(ctx, l.Keys().Config).Err())
+	require.NoError(t, rdb.HSet(ctx, l.Keys().Config, "rate", "1", "interval", "x", "type", "0").Err())
+	_, err = l.Config(ctx)
+	require.ErrorIs(t, err, ratelimiter.ErrCorruptState)
+}
+
+// TestRepairLostPermitsSet: Redisson's script fails on every call when the
+// value says nothing is left and the records are gone; ours starts a fresh
+// window, since nothing would ever release those permits.
+func TestRepairLostPermitsSet(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 5, Interval: time.Hour})
+	_, err := l.TryAcquire(ctx, 5)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, l.Keys().Permits).Err())
+	ok, err := l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "3", rdb.Get(ctx, l.Keys().Value).Val())
+	require.Equal(t, int64(1), rdb.ZCard(ctx, l.Keys().Permits).Val())
+}
