@@ -72,7 +72,13 @@ func TestCluster(t *testing.T) {
 		for _, name := range names {
 			for _, mode := range []ratelimiter.Mode{ratelimiter.Overall, ratelimiter.PerClient} {
 				name := fmt.Sprintf("%s-%s", name, mode)
-				t.Run(name, func(t *testing.T) { exerciseAllOperations(ctx, t, c, rdb, name, mode) })
+				t.Run(name, func(t *testing.T) {
+					exerciseAllOperations(ctx, t, rdb, name, mode, func(key string) *redis.Client {
+						owner, err := c.MasterForKey(ctx, key)
+						require.NoError(t, err)
+						return nodeRedis(t, owner)
+					})
+				})
 			}
 		}
 	})
@@ -230,9 +236,9 @@ func TestCluster(t *testing.T) {
 }
 
 // exerciseAllOperations runs every operation of the library on one limiter
-// through the cluster client and checks each result, and that the keys live
-// on the master that owns their slot.
-func exerciseAllOperations(ctx context.Context, t *testing.T, c *redistest.Cluster, rdb *redis.ClusterClient, name string, mode ratelimiter.Mode) {
+// through rdb (a cluster or failover client) and checks each result, and
+// that the state lives on the master that owner names for a key.
+func exerciseAllOperations(ctx context.Context, t *testing.T, rdb redis.UniversalClient, name string, mode ratelimiter.Mode, owner func(key string) *redis.Client) {
 	cli := ratelimiter.NewClient(rdb)
 	lim := cli.RateLimiter(name)
 	cfg := ratelimiter.Config{Mode: mode, Rate: 3, Interval: time.Hour}
@@ -291,9 +297,7 @@ func exerciseAllOperations(ctx context.Context, t *testing.T, c *redistest.Clust
 	if mode == ratelimiter.PerClient {
 		valueKey, permitsKey = k.ClientValue, k.ClientPermits
 	}
-	owner, err := c.MasterForKey(ctx, k.Config)
-	require.NoError(t, err)
-	node := nodeRedis(t, owner)
+	node := owner(k.Config)
 	v, err := node.Get(ctx, valueKey).Int64()
 	require.NoError(t, err)
 	require.Zero(t, v)
