@@ -1,0 +1,52 @@
+# The two commands of README.md: `make demo` and `make test`. Both install
+# what a fresh Debian machine lacks (redis-server; for the tests also
+# redis-sentinel, redis-cli, Java 17 and Maven) before they run.
+
+GO ?= go
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_UPDATED := /tmp/.ratelimiter-apt-updated
+
+.PHONY: demo test deps deps-redis deps-java peer vet bench
+
+demo: deps-redis
+	$(GO) run ./cmd/ratelimiter demo
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout 14m ./...
+
+# Redis time per TryAcquire next to a one-command script (see bench_test.go).
+bench: deps-redis
+	$(GO) test -run '^$$' -bench RedisTime -benchtime 20000x .
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+deps: deps-redis deps-java peer
+
+deps-redis:
+	@missing=""; \
+	for b in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools; do \
+	  command -v $${b%%:*} >/dev/null 2>&1 || missing="$$missing $${b##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  [ -f $(APT_UPDATED) ] || { $(SUDO) apt-get update -qq && touch $(APT_UPDATED); }; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@redis-server --version
+
+deps-java:
+	@missing=""; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  [ -f $(APT_UPDATED) ] || { $(SUDO) apt-get update -qq && touch $(APT_UPDATED); }; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# Builds the Java Redisson peers (all four versions) so that Maven's
+# downloads happen here, not inside a test's timeout.
+peer: deps-java
+	bash compat/build-peer.sh

@@ -1,0 +1,115 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// Share a limiter with Java services: the same name, the same keys.
+func ExampleNewClient() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:new-client")
+	defer limiter.Delete(ctx)
+	// Like Java's limiter.trySetRate(RateType.OVERALL, 100, Duration.ofMinutes(1)).
+	ok, err := limiter.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Minute})
+	fmt.Println(ok, err)
+	// Output: true <nil>
+}
+
+func ExampleRateLimiter_TryAcquire() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:try-acquire")
+	defer limiter.Delete(ctx)
+	limiter.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
+
+	for i := 0; i < 3; i++ {
+		ok, _ := limiter.TryAcquire(ctx, 1)
+		fmt.Print(ok, " ")
+	}
+	ok, _ := limiter.TryAcquire(ctx, 1)
+	fmt.Println(ok)
+	// Output: true true true false
+}
+
+// Allow returns the wait hint for a refusal, for a Retry-After header.
+func ExampleRateLimiter_Allow() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:allow")
+	defer limiter.Delete(ctx)
+	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+
+	limiter.Allow(ctx, 1)
+	res, err := limiter.Allow(ctx, 1)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Granted, res.RetryAfter > 59*time.Minute)
+	// Output: false true
+}
+
+// Acquire waits for permits; with a context deadline that the wait cannot
+// meet, it returns at once.
+func ExampleRateLimiter_Acquire() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:acquire")
+	defer limiter.Delete(ctx)
+	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+
+	fmt.Println(limiter.Acquire(ctx, 1))
+	ctx2, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err := limiter.Acquire(ctx2, 1)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// <nil>
+	// true
+}
+
+func ExampleRateLimiter_TryAcquireTimeout() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:try-acquire-timeout")
+	defer limiter.Delete(ctx)
+	limiter.SetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 100 * time.Millisecond})
+
+	ok, err := limiter.TryAcquireTimeout(ctx, 2, time.Second)
+	fmt.Println(ok, err)
+	// The next two permits come back 100 ms later: within the timeout.
+	ok, err = limiter.TryAcquireTimeout(ctx, 2, time.Second)
+	fmt.Println(ok, err)
+	// Output:
+	// true <nil>
+	// true <nil>
+}
+
+func ExampleRateLimiter_UpdateRate() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:update-rate")
+	defer limiter.Delete(ctx)
+	limiter.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Minute})
+	limiter.TryAcquire(ctx, 4)
+
+	// Raise the rate without forgetting the 4 permits already taken.
+	ok, _ := limiter.UpdateRate(ctx, ratelimiter.Config{Rate: 20, Interval: time.Minute}, ratelimiter.KeepState())
+	n, _ := limiter.AvailablePermits(ctx)
+	fmt.Println(ok, n)
+	// Output: true 16
+}
