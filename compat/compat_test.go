@@ -1,0 +1,484 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+)
+
+// Scenarios of issue 3, each run for every covered Redisson version in both
+// directions: "java-acts-go-checks" (a = Java, b = Go) and
+// "go-acts-java-checks" (a = Go, b = Java).
+
+func sameAvailable(t *testing.T, ctx context.Context, p pair, name string, want int64, step string) {
+	t.Helper()
+	ga := must[int64](t, p.a.String()+" availablePermits")(p.a.available(ctx, name))
+	gb := must[int64](t, p.b.String()+" availablePermits")(p.b.available(ctx, name))
+	if ga != want || gb != want {
+		t.Fatalf("after %s: availablePermits %s=%d %s=%d, want %d on both", step, p.a, ga, p.b, gb, want)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "cfg")
+		cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 7, Interval: 1500 * time.Millisecond}
+		if ok := must[bool](t, "trySetRate")(p.a.trySetRate(ctx, name, cfg)); !ok {
+			t.Fatalf("%s trySetRate on a new limiter = false", p.a)
+		}
+		if got := must[ratelimiter.Config](t, "getConfig")(p.b.getConfig(ctx, name)); got != cfg {
+			t.Fatalf("%s getConfig = %+v, %s set %+v", p.b, got, p.a, cfg)
+		}
+		other := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 99, Interval: 3 * time.Second}
+		if ok := must[bool](t, "trySetRate")(p.b.trySetRate(ctx, name, other)); ok {
+			t.Fatalf("%s trySetRate over %s's config = true", p.b, p.a)
+		}
+		if got := must[ratelimiter.Config](t, "getConfig")(p.a.getConfig(ctx, name)); got != cfg {
+			t.Fatalf("refused trySetRate changed the config to %+v", got)
+		}
+		// setRate on the other side replaces the config.
+		cfg2 := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 3, Interval: 2 * time.Second}
+		check(t, p.b.setRate(ctx, name, cfg2, false), "setRate")
+		if got := must[ratelimiter.Config](t, "getConfig")(p.a.getConfig(ctx, name)); got != cfg2 {
+			t.Fatalf("%s getConfig after %s setRate = %+v, want %+v", p.a, p.b, got, cfg2)
+		}
+	})
+}
+
+func TestInterleavedAcquisitions(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "il")
+		const rate = 10
+		interval := 1500 * time.Millisecond
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: rate, Interval: interval})), "trySetRate")
+		sameAvailable(t, ctx, p, name, rate, "trySetRate")
+		steps := []struct {
+			s side
+			n int64
+		}{{p.a, 1}, {p.b, 2}, {p.a, 3}, {p.b, 1}, {p.a, 4}, {p.b, 3}, {p.a, 1}, {p.b, 1}}
+		avail := int64(rate)
+		start := time.Now()
+		for i, st := range steps {
+			got := must[bool](t, "tryAcquire")(st.s.tryAcquire(ctx, name, st.n))
+			if want := avail >= st.n; got != want {
+				t.Fatalf("step %d: %s tryAcquire(%d) with %d available = %v", i, st.s, st.n, avail, got)
+			}
+			if got {
+				avail -= st.n
+			}
+			sameAvailable(t, ctx, p, name, avail, "step "+strconv.Itoa(i))
+		}
+		if el := time.Since(start); el >= interval {
+			t.Fatalf("steps took %v, longer than the interval %v: permits may have come back meanwhile", el, interval)
+		}
+		if avail != 0 {
+			t.Fatalf("model: %d left, want 0", avail)
+		}
+		// Every permit taken (by both sides, several records) comes back after
+		// the interval: b waits on the hints for the whole rate.
+		if ok := must[bool](t, "tryAcquireTimeout")(p.b.tryAcquireTimeout(ctx, name, rate, 3*interval)); !ok {
+			t.Fatalf("%s tryAcquireTimeout(%d, %v) = false: permits did not come back", p.b, rate, 3*interval)
+		}
+		sameAvailable(t, ctx, p, name, 0, "b took the whole rate back")
+		// And b's single record of `rate` permits comes back to a.
+		if ok := must[bool](t, "tryAcquireTimeout")(p.a.tryAcquireTimeout(ctx, name, rate, 3*interval)); !ok {
+			t.Fatalf("%s tryAcquireTimeout(%d, %v) = false: %s's permits did not come back", p.a, rate, 3*interval, p.b)
+		}
+		sameAvailable(t, ctx, p, name, 0, "a took the whole rate back")
+		// A wait hint from one side's refusal is enough for the other side's permits.
+		ok := must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1))
+		if ok {
+			t.Fatalf("%s tryAcquire(1) granted with nothing available", p.b)
+		}
+	})
+}
+
+func errOnly[T any](_ T, err error) error { return err }
+
+func TestPerClientBudgets(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "pc")
+		cfg := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 3, Interval: time.Minute}
+		check(t, errOnly(p.a.trySetRate(ctx, name, cfg)), "trySetRate")
+		if !must[bool](t, "a tryAcquire")(p.a.tryAcquire(ctx, name, 2)) {
+			t.Fatal("a tryAcquire(2) refused")
+		}
+		if must[bool](t, "a tryAcquire")(p.a.tryAcquire(ctx, name, 2)) {
+			t.Fatal("a tryAcquire(2) with 1 left granted")
+		}
+		if got := must[int64](t, "b available")(p.b.available(ctx, name)); got != 3 {
+			t.Fatalf("%s availablePermits = %d, want its own full budget 3", p.b, got)
+		}
+		if !must[bool](t, "b tryAcquire")(p.b.tryAcquire(ctx, name, 3)) {
+			t.Fatal("b tryAcquire(3) refused")
+		}
+		if must[bool](t, "b tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
+			t.Fatal("b tryAcquire(1) granted with its budget spent")
+		}
+		if got := must[int64](t, "a available")(p.a.available(ctx, name)); got != 1 {
+			t.Fatalf("%s availablePermits = %d, want 1", p.a, got)
+		}
+		// The budgets live under each client's own id.
+		c := rdb(t)
+		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		for _, s := range []struct {
+			sd   side
+			left string
+		}{{p.a, "1"}, {p.b, "0"}} {
+			vk, pk := keys.Value+":"+s.sd.id(), keys.Permits+":"+s.sd.id()
+			if got, err := c.Get(ctx, vk).Result(); err != nil || got != s.left {
+				t.Errorf("%s: GET %s = %q, %v; want %s", s.sd, vk, got, err, s.left)
+			}
+			if n, err := c.ZCard(ctx, pk).Result(); err != nil || n != 1 {
+				t.Errorf("%s: ZCARD %s = %d, %v; want 1", s.sd, pk, n, err)
+			}
+		}
+		if n := c.Exists(ctx, keys.Value, keys.Permits).Val(); n != 0 {
+			t.Errorf("OVERALL keys exist (%d) for a PER_CLIENT limiter", n)
+		}
+	})
+}
+
+func TestSetRateResets(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "reset")
+		cfg := ratelimiter.Config{Rate: 5, Interval: time.Minute}
+		check(t, errOnly(p.a.trySetRate(ctx, name, cfg)), "trySetRate")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 3)) {
+			t.Fatal("tryAcquire(3) refused")
+		}
+		sameAvailable(t, ctx, p, name, 2, "b took 3")
+		check(t, p.a.setRate(ctx, name, cfg, false), "setRate")
+		sameAvailable(t, ctx, p, name, 5, "a setRate (same config)")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 5)) {
+			t.Fatal("tryAcquire(5) after reset refused")
+		}
+		check(t, p.a.setRate(ctx, name, ratelimiter.Config{Rate: 8, Interval: time.Minute}, false), "setRate 8")
+		sameAvailable(t, ctx, p, name, 8, "a setRate(8)")
+	})
+}
+
+func TestKeepStateAndUpdateRate(t *testing.T) {
+	bothWays(t, []string{"4.7.0"}, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "ks")
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 10, Interval: time.Minute})), "trySetRate")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 4)) {
+			t.Fatal("tryAcquire(4) refused")
+		}
+		check(t, p.a.setRate(ctx, name, ratelimiter.Config{Rate: 6, Interval: time.Minute}, true), "setRate keepState")
+		sameAvailable(t, ctx, p, name, 2, "setRate(6, keepState) with 4 used")
+		if got := must[ratelimiter.Config](t, "getConfig")(p.b.getConfig(ctx, name)); got.Rate != 6 {
+			t.Fatalf("rate after setRate keepState = %d", got.Rate)
+		}
+		if !must[bool](t, "updateRate")(p.b.updateRate(ctx, name, ratelimiter.Config{Rate: 3, Interval: time.Minute}, true)) {
+			t.Fatal("updateRate on an existing limiter = false")
+		}
+		sameAvailable(t, ctx, p, name, 0, "updateRate(3, keepState) with 4 used")
+		if must[bool](t, "tryAcquire")(p.a.tryAcquire(ctx, name, 1)) {
+			t.Fatal("tryAcquire granted after keepState left nothing")
+		}
+		if !must[bool](t, "updateRate")(p.a.updateRate(ctx, name, ratelimiter.Config{Rate: 5, Interval: time.Minute}, false)) {
+			t.Fatal("updateRate = false")
+		}
+		sameAvailable(t, ctx, p, name, 5, "updateRate(5) without keepState")
+		// updateRate never creates a limiter.
+		missing := limName(t, "missing")
+		if must[bool](t, "updateRate")(p.a.updateRate(ctx, missing, ratelimiter.Config{Rate: 5, Interval: time.Minute}, true)) {
+			t.Fatal("updateRate on a missing limiter = true")
+		}
+		if must[bool](t, "exists")(p.b.exists(ctx, missing)) {
+			t.Fatal("updateRate created the limiter")
+		}
+		// keepState across a mode change starts fresh (K2..K5 deleted).
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 2)) {
+			t.Fatal("tryAcquire(2) refused")
+		}
+		check(t, p.a.setRate(ctx, name, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 4, Interval: time.Minute}, true), "setRate per-client keepState")
+		keys := goSide{c: ratelimiter.NewClient(rdb(t))}.rl(name).Keys()
+		if n := rdb(t).Exists(ctx, keys.Value, keys.Permits).Val(); n != 0 {
+			t.Fatalf("OVERALL state survived a mode change (%d keys)", n)
+		}
+		sameAvailable(t, ctx, p, name, 4, "mode change")
+	})
+}
+
+func TestReleaseAcrossSides(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		if _, isJava := p.a.(javaSide); isJava && !versionAtLeast(v, "3.52.0") {
+			// Still prove the Java version has no release, then let Go do the releasing.
+			err := p.a.release(ctxT(t, 10*time.Second), limName(t, "x"), 1)
+			if !unsupported(err) {
+				t.Fatalf("Redisson %s release: %v, want unsupported", v, err)
+			}
+			p = pair{a: p.b, b: p.a}
+		}
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "rel")
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 5, Interval: time.Minute})), "trySetRate")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 5)) {
+			t.Fatal("tryAcquire(5) refused")
+		}
+		check(t, p.a.release(ctx, name, 2), "release(2)")
+		sameAvailable(t, ctx, p, name, 2, p.a.String()+" release(2)")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 2)) {
+			t.Fatal("released permits not grantable")
+		}
+		if must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
+			t.Fatal("granted beyond the released permits")
+		}
+		check(t, p.a.release(ctx, name, 100), "release(100)")
+		sameAvailable(t, ctx, p, name, 5, "release(100) capped at rate")
+	})
+}
+
+func TestExpiryAcrossSides(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "exp")
+		c := rdb(t)
+		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 5, Interval: time.Minute})), "trySetRate")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
+			t.Fatal("tryAcquire refused")
+		}
+		if got := must[time.Duration](t, "remainTTL")(p.b.remainTTL(ctx, name)); got != ratelimiter.TTLPersistent {
+			t.Fatalf("remainTimeToLive of a persistent limiter = %v", got)
+		}
+		if !must[bool](t, "expire")(p.a.expire(ctx, name, 30*time.Second, "")) {
+			t.Fatal("expire = false")
+		}
+		ttlIn(t, must[time.Duration](t, "remainTTL")(p.b.remainTTL(ctx, name)), 25*time.Second, 30*time.Second)
+		for _, k := range []string{keys.Config, keys.Value, keys.Permits} {
+			ttlIn(t, c.PTTL(ctx, k).Val(), 25*time.Second, 30*time.Second)
+		}
+		if !must[bool](t, "clearExpire")(p.b.clearExpire(ctx, name)) {
+			t.Fatal("clearExpire = false")
+		}
+		if got := must[time.Duration](t, "remainTTL")(p.a.remainTTL(ctx, name)); got != ratelimiter.TTLPersistent {
+			t.Fatalf("remainTimeToLive after the other side's clearExpire = %v", got)
+		}
+		if c.PTTL(ctx, keys.Permits).Val() != -1 {
+			t.Fatal("clearExpire left a TTL on the permits key")
+		}
+		if must[bool](t, "clearExpire")(p.a.clearExpire(ctx, name)) {
+			t.Fatal("second clearExpire = true")
+		}
+		if !must[bool](t, "expireAt")(p.b.expireAt(ctx, name, time.Now().Add(40*time.Second), "")) {
+			t.Fatal("expireAt = false")
+		}
+		ttlIn(t, must[time.Duration](t, "remainTTL")(p.a.remainTTL(ctx, name)), 35*time.Second, 40*time.Second)
+
+		// Conditional forms (Redisson 3.17+ on the Java side).
+		flags := func() bool {
+			j := javaOf(p)
+			_, err := j.expire(ctx, limName(t, "probe"), time.Second, ratelimiter.ExpireNX)
+			if unsupported(err) {
+				t.Logf("Redisson %s has no conditional expire; skipped that part", v)
+				return false
+			}
+			check(t, err, "probe expire NX")
+			ok, err := p.a.expire(ctx, name, 10*time.Second, ratelimiter.ExpireNX)
+			check(t, err, "expire NX")
+			if ok {
+				t.Fatal("expire NX on keys with a TTL = true")
+			}
+			return true
+		}()
+		if flags {
+			if !must[bool](t, "expire GT")(p.a.expire(ctx, name, 50*time.Second, ratelimiter.ExpireGT)) {
+				t.Fatal("expire GT with a later TTL = false")
+			}
+			ttlIn(t, must[time.Duration](t, "remainTTL")(p.b.remainTTL(ctx, name)), 45*time.Second, 50*time.Second)
+			if !must[bool](t, "expire LT")(p.b.expire(ctx, name, 20*time.Second, ratelimiter.ExpireLT)) {
+				t.Fatal("expire LT with an earlier TTL = false")
+			}
+			ttlIn(t, must[time.Duration](t, "remainTTL")(p.a.remainTTL(ctx, name)), 15*time.Second, 20*time.Second)
+			if must[bool](t, "expireAt GT")(p.a.expireAt(ctx, name, time.Now().Add(5*time.Second), ratelimiter.ExpireGT)) {
+				t.Fatal("expireAt GT with an earlier time = true")
+			}
+			check(t, errOnly(p.b.clearExpire(ctx, name)), "clearExpire")
+			if must[bool](t, "expire XX")(p.a.expire(ctx, name, 10*time.Second, ratelimiter.ExpireXX)) {
+				t.Fatal("expire XX on persistent keys = true")
+			}
+			if !must[bool](t, "expireAt NX")(p.b.expireAt(ctx, name, time.Now().Add(25*time.Second), ratelimiter.ExpireNX)) {
+				t.Fatal("expireAt NX on persistent keys = false")
+			}
+			ttlIn(t, must[time.Duration](t, "remainTTL")(p.a.remainTTL(ctx, name)), 20*time.Second, 25*time.Second)
+		}
+
+		// delete / isExists.
+		if !must[bool](t, "exists")(p.b.exists(ctx, name)) {
+			t.Fatal("isExists = false")
+		}
+		if !must[bool](t, "delete")(p.a.del(ctx, name)) {
+			t.Fatal("delete = false")
+		}
+		if must[bool](t, "exists")(p.b.exists(ctx, name)) {
+			t.Fatal("isExists after the other side's delete = true")
+		}
+		if n := c.Exists(ctx, keys.Config, keys.Value, keys.Permits).Val(); n != 0 {
+			t.Fatalf("%d keys left after delete", n)
+		}
+		if got := must[time.Duration](t, "remainTTL")(p.b.remainTTL(ctx, name)); got != ratelimiter.TTLMissing {
+			t.Fatalf("remainTimeToLive of a deleted limiter = %v", got)
+		}
+		if must[bool](t, "delete")(p.b.del(ctx, name)) {
+			t.Fatal("second delete = true")
+		}
+		if _, err := p.b.tryAcquire(ctx, name, 1); err == nil {
+			t.Fatal("tryAcquire on a deleted limiter succeeded")
+		}
+	})
+}
+
+func ttlIn(t *testing.T, got, lo, hi time.Duration) {
+	t.Helper()
+	if got < lo || got > hi {
+		t.Fatalf("TTL %v, want within [%v, %v]", got, lo, hi)
+	}
+}
+
+func TestKeepAliveAcrossSides(t *testing.T) {
+	versions := []string{}
+	for _, v := range Versions {
+		if versionAtLeast(v, "3.38.0") {
+			versions = append(versions, v)
+		}
+	}
+	bothWays(t, versions, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "ka")
+		c := rdb(t)
+		gc := ratelimiter.NewClient(c)
+		keys := gc.RateLimiter(name).Keys()
+		keepAlive := 800 * time.Millisecond
+		cfg := ratelimiter.Config{Rate: 100, Interval: 200 * time.Millisecond, KeepAlive: keepAlive}
+		if !must[bool](t, "trySetRate")(p.a.trySetRate(ctx, name, cfg)) {
+			t.Fatal("trySetRate = false")
+		}
+		ttlIn(t, c.PTTL(ctx, keys.Config).Val(), 1, keepAlive)
+		if got, err := gc.RateLimiter(name).Config(ctx); err != nil || got != cfg {
+			t.Fatalf("Go Config() = %+v, %v; want %+v", got, err, cfg)
+		}
+		// Age the limiter, then one use by the other side renews all keys.
+		check(t, c.PExpire(ctx, keys.Config, 300*time.Millisecond).Err(), "PEXPIRE")
+		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
+			t.Fatal("tryAcquire refused")
+		}
+		for _, k := range []string{keys.Config, keys.Value, keys.Permits} {
+			ttlIn(t, c.PTTL(ctx, k).Val(), 301*time.Millisecond, keepAlive)
+		}
+		// Used only by b for more than twice the keep-alive, a's limiter lives on.
+		stop := time.Now().Add(2*keepAlive + 200*time.Millisecond)
+		tick := time.NewTicker(keepAlive / 4)
+		for time.Now().Before(stop) {
+			<-tick.C
+			check(t, errOnly(p.b.tryAcquire(ctx, name, 1)), "tryAcquire")
+		}
+		tick.Stop()
+		if !must[bool](t, "exists")(p.a.exists(ctx, name)) {
+			t.Fatal("limiter expired although the other side kept using it")
+		}
+		if got := must[ratelimiter.Config](t, "getConfig")(p.a.getConfig(ctx, name)); got.Rate != 100 {
+			t.Fatalf("config after keep-alive: %+v", got)
+		}
+		// Unused, it goes away by itself.
+		deadline := time.Now().Add(keepAlive + 5*time.Second)
+		for must[bool](t, "exists")(p.a.exists(ctx, name)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("limiter still exists %v after its last use", keepAlive+5*time.Second)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := c.Exists(ctx, keys.Config, keys.Value, keys.Permits).Val(); n != 0 {
+			t.Fatalf("%d keys outlived the keep-alive", n)
+		}
+	})
+}
+
+func TestTaggedNames(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := "{" + limName(t, "tag") + "}rl"
+		c := rdb(t)
+		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 4, Interval: time.Minute})), "trySetRate")
+		if !must[bool](t, "b tryAcquire")(p.b.tryAcquire(ctx, name, 1)) || !must[bool](t, "a tryAcquire")(p.a.tryAcquire(ctx, name, 2)) {
+			t.Fatal("tryAcquire refused")
+		}
+		sameAvailable(t, ctx, p, name, 1, "tagged name")
+		if keys.Value != name+":value" || keys.Permits != name+":permits" {
+			t.Fatalf("Go keys for %q: %+v", name, keys)
+		}
+		if n := c.Exists(ctx, keys.Config, keys.Value, keys.Permits).Val(); n != 3 {
+			t.Fatalf("EXISTS of the three keys = %d", n)
+		}
+		if n := c.Exists(ctx, "{"+name+"}:value").Val(); n != 0 {
+			t.Fatal("a wrapped {name}:value key exists")
+		}
+	})
+}
+
+func TestNameMapper(t *testing.T) {
+	for _, v := range Versions {
+		t.Run(v, func(t *testing.T) {
+			const prefix = "svc:"
+			j := javaSide{newPeer(t, v, prefix)}
+			g := goSide{c: newGoClient(t, v, ratelimiter.WithNameMapper(func(n string) string { return prefix + n }))}
+			for _, p := range []pair{{a: j, b: g}, {a: g, b: j}} {
+				t.Run(p.a.String()+"-acts", func(t *testing.T) {
+					ctx := ctxT(t, time.Minute)
+					name := limName(t, "m")
+					c := rdb(t)
+					cfg := ratelimiter.Config{Rate: 6, Interval: time.Minute}
+					check(t, errOnly(p.a.trySetRate(ctx, name, cfg)), "trySetRate")
+					if n := c.Exists(ctx, prefix+name).Val(); n != 1 {
+						t.Fatalf("config not under the mapped name %q", prefix+name)
+					}
+					if n := c.Exists(ctx, name).Val(); n != 0 {
+						t.Fatalf("config under the unmapped name %q", name)
+					}
+					if got := must[ratelimiter.Config](t, "getConfig")(p.b.getConfig(ctx, name)); got != cfg {
+						t.Fatalf("getConfig through the mapper = %+v", got)
+					}
+					if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 2)) || !must[bool](t, "tryAcquire")(p.a.tryAcquire(ctx, name, 1)) {
+						t.Fatal("tryAcquire refused")
+					}
+					sameAvailable(t, ctx, p, name, 3, "mapped acquisitions")
+					if n := c.Exists(ctx, "{"+prefix+name+"}:value", "{"+prefix+name+"}:permits").Val(); n != 2 {
+						t.Fatalf("value/permits not under the mapped name (%d)", n)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestErrorsAgree checks that both sides refuse the same misuse.
+func TestErrorsAgree(t *testing.T) {
+	bothWays(t, nil, func(t *testing.T, v string, p pair) {
+		ctx := ctxT(t, time.Minute)
+		name := limName(t, "err")
+		if _, err := p.b.tryAcquire(ctx, name, 1); err == nil {
+			t.Fatal("tryAcquire on an unconfigured limiter succeeded")
+		} else if _, isGo := p.b.(goSide); isGo && !errors.Is(err, ratelimiter.ErrNotInitialized) {
+			t.Fatalf("Go error %v, want ErrNotInitialized", err)
+		}
+		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 3, Interval: time.Minute})), "trySetRate")
+		if _, err := p.b.tryAcquire(ctx, name, 4); err == nil {
+			t.Fatal("tryAcquire beyond the rate succeeded")
+		} else if _, isGo := p.b.(goSide); isGo && !errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
+			t.Fatalf("Go error %v, want ErrPermitsExceedRate", err)
+		}
+		sameAvailable(t, ctx, p, name, 3, "refused calls")
+	})
+}
