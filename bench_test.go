@@ -68,7 +68,8 @@ func fill(b *testing.B, rdb *redis.Client, l *ratelimiter.RateLimiter, records i
 //
 //	go test -run '^$' -bench RedisTime -benchtime 20000x .
 //
-// granted/sliding keeps a one-second window full of records on the real
+// Each figure is the best of rounds of up to 2000 calls, alternating the
+// two scripts. granted/sliding keeps a one-second window full of records on the real
 // clock, so each call also releases the records that age out; the
 // window=N cases freeze the clock so the window only grows, showing that
 // the cost does not grow with the records in it.
@@ -104,18 +105,34 @@ func BenchmarkRedisTime(b *testing.B) {
 				require.NoError(b, err)
 				require.True(b, ok)
 			}
+			// Other work on the machine inflates some rounds; alternating
+			// short rounds of both scripts and keeping each one's best
+			// compares them under the same conditions.
 			b.ResetTimer()
-			ours := evalshaUsec(b, rdb, b.N, func() error {
-				ok, err := l.TryAcquire(ctx, 1)
-				if err == nil && ok != tc.granted {
-					err = fmt.Errorf("granted = %v, want %v", ok, tc.granted)
+			ours, base := 0.0, 0.0
+			for done := 0; done < b.N; {
+				chunk := min(2000, b.N-done)
+				done += chunk
+				o := evalshaUsec(b, rdb, chunk, func() error {
+					ok, err := l.TryAcquire(ctx, 1)
+					if err == nil && ok != tc.granted {
+						err = fmt.Errorf("granted = %v, want %v", ok, tc.granted)
+					}
+					return err
+				})
+				b.StopTimer()
+				bs := evalshaUsec(b, rdb, chunk, func() error {
+					return baseline.Run(ctx, rdb, []string{l.Keys().Value}).Err()
+				})
+				b.StartTimer()
+				if ours == 0 || o < ours {
+					ours = o
 				}
-				return err
-			})
+				if base == 0 || bs < base {
+					base = bs
+				}
+			}
 			b.StopTimer()
-			base := evalshaUsec(b, rdb, b.N, func() error {
-				return baseline.Run(ctx, rdb, []string{l.Keys().Value}).Err()
-			})
 			b.ReportMetric(ours, "redis-us/op")
 			b.ReportMetric(base, "baseline-us/op")
 			b.ReportMetric(ours/base, "x-baseline")
