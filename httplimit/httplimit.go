@@ -1,0 +1,548 @@
+// Package httplimit is net/http middleware that rate-limits requests with
+// the Redisson-compatible limiters of package ratelimiter.
+//
+// Each request is mapped by a key function (client IP by default, an API
+// key, a route) to a limiter named Prefix+key. A limiter is configured on
+// first use with the Config given to New (TrySetRate: a limiter that
+// already exists, for example one whose rate an operator or a Java
+// service changed, keeps its own configuration). A request that gets its
+// permits goes on to the next handler; one that does not is answered 429
+// Too Many Requests with Retry-After, or waits up to a bound when WithWait
+// is given.
+//
+// Responses carry the RateLimit-Policy and RateLimit fields of the IETF
+// httpapi draft "RateLimit header fields for HTTP",
+// draft-ietf-httpapi-ratelimit-headers-11 (May 2026):
+//
+//	RateLimit-Policy: "default";q=10;w=1
+//	RateLimit: "default";r=7;t=1
+//
+// q is the limiter's rate, w its interval in seconds (left out when the
+// interval is not a whole number of seconds, since the draft has no
+// sub-second windows), r the requests still available and t the seconds
+// until the oldest permit in the window expires and more become available.
+// All counts are in requests: the permits divided by the permits each
+// request takes (WithPermits). On a refusal r is 0 and t equals
+// Retry-After, as the draft asks.
+//
+// When Redis fails, the middleware by default fails open: the request is
+// served unlimited and the error goes to the error hook. WithFailClosed
+// makes it answer 503 Service Unavailable instead.
+//
+// Protecting a handler:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 10, Interval: time.Second})
+//	http.Handle("/api/", lim.Handler(api)) // once err is checked
+package httplimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// ErrInvalidOption is returned by New for an option or Config outside its
+// documented range. It matches ratelimiter.ErrInvalidArgument too.
+var ErrInvalidOption = fmt.Errorf("%w: httplimit", ratelimiter.ErrInvalidArgument)
+
+// ErrNoKey is passed to the error hook when the key function returns the
+// empty string; the request is then answered 400 Bad Request.
+var ErrNoKey = errors.New("httplimit: the key function returned no key for the request")
+
+// KeyFunc picks the key that names a request's limiter. Returning "" makes
+// the middleware answer 400 Bad Request (see ErrNoKey).
+type KeyFunc func(r *http.Request) string
+
+// KeyByIP keys requests by the IP address of the connection's remote end
+// (http.Request.RemoteAddr), as "ip:" + address. It ignores
+// X-Forwarded-For and similar headers, which clients can forge; behind a
+// trusted proxy that sets a header, use KeyByHeader on that header.
+func KeyByIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if host == "" {
+		return ""
+	}
+	return "ip:" + host
+}
+
+// KeyByHeader returns a KeyFunc that keys requests by the value of header
+// name (for example an API key), as name + ":" + value. It returns "" when
+// the header is absent or empty, so such requests get 400; combine it
+// with KeyFirst to fall back to another key.
+func KeyByHeader(name string) KeyFunc {
+	canon := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) string {
+		v := r.Header.Get(canon)
+		if v == "" {
+			return ""
+		}
+		return canon + ":" + v
+	}
+}
+
+// KeyFirst returns a KeyFunc that tries fns in order and returns the
+// first non-empty key, or "" when every one returns "".
+func KeyFirst(fns ...KeyFunc) KeyFunc {
+	return func(r *http.Request) string {
+		for _, f := range fns {
+			if f == nil {
+				continue
+			}
+			if k := f(r); k != "" {
+				return k
+			}
+		}
+		return ""
+	}
+}
+
+// KeyByRoute returns a KeyFunc that keys requests by method and URL path
+// (one limiter per route, shared by all clients) as "route:" + method + " "
+// + path. Combine it with a client key by writing your own KeyFunc.
+func KeyByRoute() KeyFunc {
+	return func(r *http.Request) string {
+		return "route:" + r.Method + " " + r.URL.Path
+	}
+}
+
+// FailureMode says what the middleware does when Redis (or the limiter)
+// returns an error instead of a decision.
+type FailureMode int
+
+const (
+	// FailOpen serves the request as if it had been granted, without
+	// RateLimit headers. It is the default: a Redis outage does not take
+	// the service down, but it is unlimited meanwhile.
+	FailOpen FailureMode = iota
+	// FailClosed answers 503 Service Unavailable: nothing gets through
+	// unmetered while Redis is down.
+	FailClosed
+)
+
+// Decision is what the middleware decided for a request. A refusal
+// handler finds it with FromContext.
+type Decision struct {
+	// Key is the key function's result; Name the limiter's name
+	// (Prefix + key, or a hash of the key when it is not a safe name).
+	Key, Name string
+	// Granted reports whether the permits were taken.
+	Granted bool
+	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
+	RetryAfter time.Duration
+	// Waited is how long the request waited for permits (WithWait).
+	Waited time.Duration
+}
+
+type ctxKey struct{}
+
+// FromContext returns the Decision that the middleware stored in the
+// request's context, and false when there is none (the request did not
+// pass through a Limiter).
+func FromContext(ctx context.Context) (Decision, bool) {
+	d, ok := ctx.Value(ctxKey{}).(Decision)
+	return d, ok
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithKey sets the key function; the default is KeyByIP.
+func WithKey(f KeyFunc) Option {
+	return func(l *Limiter) {
+		if f == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil key function", ErrInvalidOption))
+		}
+		l.key = f
+	}
+}
+
+// WithClientOptions passes options (client id, name mapper, member
+// format, clock) to the ratelimiter.Client the Limiter makes on rdb. Java
+// services sharing the limiters must use the same name mapping and a
+// member format they read.
+func WithClientOptions(opts ...ratelimiter.Option) Option {
+	return func(l *Limiter) {
+		for _, o := range opts {
+			if o == nil {
+				l.err = errors.Join(l.err, fmt.Errorf("%w: nil client option", ErrInvalidOption))
+				continue
+			}
+			l.copts = append(l.copts, o)
+		}
+	}
+}
+
+// WithPrefix sets the text put before every key to name its limiter; the
+// default is "http:". It must not contain '{' or '}', which would change
+// Redis Cluster hash slots.
+func WithPrefix(p string) Option {
+	return func(l *Limiter) {
+		if !safeName(p, maxKeyLen) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable characters without spaces, '{' or '}'", ErrInvalidOption, p, maxKeyLen))
+		}
+		l.prefix = p
+	}
+}
+
+// WithPermits sets the permits each request takes (default 1); it must be
+// from 1 to the Config's rate.
+func WithPermits(n int64) Option {
+	return func(l *Limiter) { l.permits = n }
+}
+
+// WithWait makes a request that finds no permits wait up to max for them
+// (with the library's TryAcquireTimeout) before it is refused. A request
+// whose context ends while waiting is dropped: the next handler is not
+// called. The default, 0, refuses at once.
+func WithWait(max time.Duration) Option {
+	return func(l *Limiter) {
+		if max < 0 {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: negative wait %v", ErrInvalidOption, max))
+		}
+		l.wait = max
+	}
+}
+
+// WithFailClosed makes the middleware answer 503 Service Unavailable when
+// Redis fails, instead of serving the request (FailOpen, the default).
+func WithFailClosed() Option { return WithFailureMode(FailClosed) }
+
+// WithFailureMode sets FailOpen or FailClosed.
+func WithFailureMode(m FailureMode) Option {
+	return func(l *Limiter) {
+		if m != FailOpen && m != FailClosed {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(m)))
+		}
+		l.failure = m
+	}
+}
+
+// WithErrorHook sets a function called with every error the middleware
+// meets (Redis failures, ErrNoKey), for logging or metrics. It runs on the
+// request's goroutine before the response is written; it must not write
+// to the response.
+func WithErrorHook(f func(r *http.Request, err error)) Option {
+	return func(l *Limiter) { l.onError = f }
+}
+
+// WithRefusalHandler sets the handler that writes refused requests'
+// responses. When it runs, Retry-After and the RateLimit fields are
+// already set on the response headers and FromContext(r.Context()) gives
+// the Decision; it must write the status itself (usually 429). The
+// default writes 429 with a short text body.
+func WithRefusalHandler(h http.Handler) Option {
+	return func(l *Limiter) {
+		if h == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil refusal handler", ErrInvalidOption))
+		}
+		l.refuse = h
+	}
+}
+
+// WithPolicyName sets the policy identifier in the RateLimit-Policy and
+// RateLimit fields; the default is "default". It must be a token of
+// letters, digits and "-_.".
+func WithPolicyName(name string) Option {
+	return func(l *Limiter) {
+		if !policyName(name) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: policy name %q must be 1 to 64 letters, digits, '-', '_' or '.'", ErrInvalidOption, name))
+		}
+		l.policy = name
+	}
+}
+
+// WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields,
+// which cost one extra read from Redis per request. Retry-After is still
+// sent on refusals.
+func WithoutHeaders() Option { return func(l *Limiter) { l.headers = false } }
+
+// Limiter is the middleware. Make it with New; it is safe for concurrent
+// use and one Limiter can wrap any number of handlers, which then share
+// the limiters of equal keys.
+type Limiter struct {
+	rdb     redis.UniversalClient
+	client  *ratelimiter.Client
+	copts   []ratelimiter.Option
+	cfg     ratelimiter.Config
+	key     KeyFunc
+	prefix  string
+	permits int64
+	wait    time.Duration
+	failure FailureMode
+	onError func(*http.Request, error)
+	refuse  http.Handler
+	policy  string
+	headers bool
+	err     error
+
+	mu         sync.Mutex
+	configured map[string]struct{}
+}
+
+// maxConfigured bounds the names remembered as configured; past it the
+// memory is cleared and names are configured again on their next use
+// (TrySetRate is harmless on a configured limiter).
+const maxConfigured = 10000
+
+// maxKeyLen is the longest key used as it is in a limiter name; longer or
+// unsafe keys are hashed.
+const maxKeyLen = 128
+
+// New returns a Limiter that draws permits on rdb (a *redis.Client,
+// *redis.ClusterClient or failover client) from limiters configured with
+// cfg on first use. It fails with an error matching ErrInvalidOption (and
+// ratelimiter.ErrInvalidArgument) for a nil rdb, an invalid cfg or
+// option, or permits per request above cfg.Rate; it sends nothing to
+// Redis.
+func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Limiter, error) {
+	l := &Limiter{
+		rdb:        rdb,
+		cfg:        cfg,
+		key:        KeyByIP,
+		prefix:     "http:",
+		permits:    1,
+		policy:     "default",
+		headers:    true,
+		refuse:     http.HandlerFunc(tooManyRequests),
+		configured: map[string]struct{}{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil option", ErrInvalidOption))
+			continue
+		}
+		o(l)
+	}
+	if rdb == nil {
+		l.err = errors.Join(l.err, fmt.Errorf("%w: nil redis client", ErrInvalidOption))
+	}
+	l.err = errors.Join(l.err, validateConfig(cfg))
+	if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
+		l.err = errors.Join(l.err, fmt.Errorf("%w: permits per request %d must be from 1 to the rate %d", ErrInvalidOption, l.permits, cfg.Rate))
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.client = ratelimiter.NewClient(rdb, l.copts...)
+	// An invalid client option shows on the first limiter made.
+	if _, err := l.client.RateLimiter("probe").Exists(canceled); err != nil && errors.Is(err, ratelimiter.ErrInvalidArgument) {
+		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
+	}
+	return l, nil
+}
+
+// canceled is a done context: a call made with it fails before sending.
+var canceled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Client returns the ratelimiter.Client the Limiter draws permits with,
+// for example to look at or change a key's limiter:
+// l.Client().RateLimiter(l.Name(key)).
+func (l *Limiter) Client() *ratelimiter.Client { return l.client }
+
+// validateConfig repeats ratelimiter's checks of a Config so that New can
+// fail before any request (the library checks only when it is called).
+func validateConfig(c ratelimiter.Config) error {
+	var msg string
+	switch {
+	case c.Mode != ratelimiter.Overall && c.Mode != ratelimiter.PerClient:
+		msg = fmt.Sprintf("unknown mode %d", int(c.Mode))
+	case c.Rate < 1 || c.Rate > 1<<53-1:
+		msg = fmt.Sprintf("rate %d out of range [1, 2^53-1]", c.Rate)
+	case c.Interval < time.Millisecond || c.Interval%time.Millisecond != 0:
+		msg = fmt.Sprintf("interval %v must be a whole number of milliseconds, at least 1ms", c.Interval)
+	case c.KeepAlive < 0 || c.KeepAlive%time.Millisecond != 0:
+		msg = fmt.Sprintf("keep-alive %v must be 0 or a whole number of milliseconds", c.KeepAlive)
+	case c.KeepAlive != 0 && c.KeepAlive < c.Interval:
+		msg = fmt.Sprintf("keep-alive %v is shorter than the interval %v", c.KeepAlive, c.Interval)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: config: %s", ErrInvalidOption, msg)
+}
+
+// Handler returns next wrapped by the limiter: every request takes its
+// permits before next runs, or is refused, waits or fails as configured.
+func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.serve(w, r, next)
+	})
+}
+
+// HandlerFunc is Handler for a function.
+func (l *Limiter) HandlerFunc(next http.HandlerFunc) http.Handler { return l.Handler(next) }
+
+// Name returns the limiter name used for key: Prefix + key when the key is
+// at most 128 printable characters without spaces, '{' or '}', otherwise
+// Prefix + "sha256:" + the hex SHA-256 of the key, so that no request can
+// choose a name that breaks Redis Cluster slots or bloats Redis.
+func (l *Limiter) Name(key string) string {
+	if safeName(key, maxKeyLen) {
+		return l.prefix + key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return l.prefix + "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key := l.key(r)
+	if key == "" {
+		l.report(r, ErrNoKey)
+		http.Error(w, "400 bad request: no rate limit key", http.StatusBadRequest)
+		return
+	}
+	d := Decision{Key: key, Name: l.Name(key)}
+	rl := l.client.RateLimiter(d.Name)
+	start := time.Now()
+	granted, hint, err := l.take(r.Context(), rl)
+	d.Waited = time.Since(start)
+	if err != nil {
+		if r.Context().Err() != nil {
+			// The client has gone (or the server is shutting down): there
+			// is nobody to answer.
+			return
+		}
+		l.report(r, err)
+		if l.failure == FailClosed {
+			http.Error(w, "503 service unavailable: rate limiter unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	d.Granted, d.RetryAfter = granted, hint
+	retrySecs := ceilSeconds(hint)
+	if !granted {
+		if retrySecs < 1 {
+			retrySecs = 1
+		}
+		w.Header().Set("Retry-After", strconv.FormatInt(retrySecs, 10))
+	}
+	if l.headers {
+		if err := l.setHeaders(r.Context(), w.Header(), rl, granted, retrySecs); err != nil {
+			l.report(r, err)
+		}
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, d))
+	if !granted {
+		l.refuse.ServeHTTP(w, r)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// take configures the limiter if this Limiter has not yet done so, then
+// acquires. It returns the grant, the wait hint of a refusal, or an error.
+func (l *Limiter) take(ctx context.Context, rl *ratelimiter.RateLimiter) (bool, time.Duration, error) {
+	if err := l.configure(ctx, rl, false); err != nil {
+		return false, 0, err
+	}
+	granted, hint, err := l.acquire(ctx, rl)
+	if errors.Is(err, ratelimiter.ErrNotInitialized) {
+		// Deleted (or expired) since we configured it: set it up again.
+		if err := l.configure(ctx, rl, true); err != nil {
+			return false, 0, err
+		}
+		granted, hint, err = l.acquire(ctx, rl)
+	}
+	return granted, hint, err
+}
+
+func (l *Limiter) acquire(ctx context.Context, rl *ratelimiter.RateLimiter) (bool, time.Duration, error) {
+	if l.wait > 0 {
+		ok, err := rl.TryAcquireTimeout(ctx, l.permits, l.wait)
+		switch {
+		case ok:
+			return true, 0, nil
+		case err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil):
+			return false, 0, err
+		}
+		// Refused within the bound (or before the request's deadline):
+		// one more try gives the current hint for Retry-After.
+	}
+	res, err := rl.Allow(ctx, l.permits)
+	return res.Granted, res.RetryAfter, err
+}
+
+func (l *Limiter) configure(ctx context.Context, rl *ratelimiter.RateLimiter, force bool) error {
+	name := rl.Name()
+	l.mu.Lock()
+	_, done := l.configured[name]
+	l.mu.Unlock()
+	if done && !force {
+		return nil
+	}
+	if _, err := rl.TrySetRate(ctx, l.cfg); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if len(l.configured) >= maxConfigured {
+		clear(l.configured)
+	}
+	l.configured[name] = struct{}{}
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Limiter) report(r *http.Request, err error) {
+	if l.onError != nil {
+		l.onError(r, err)
+	}
+}
+
+func tooManyRequests(w http.ResponseWriter, r *http.Request) {
+	http.Error(w, "429 too many requests", http.StatusTooManyRequests)
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// safeName reports whether s can be used in a limiter name as it is.
+func safeName(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '{' || c == '}' {
+			return false
+		}
+	}
+	return true
+}
+
+func policyName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,442 @@
+package httplimit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/httplimit"
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// Rate 3 per 10s: three requests pass with the RateLimit fields counting
+// down, the fourth gets 429 with Retry-After, and Redis holds exactly the
+// three permit records of the granted requests under the IP's limiter.
+func TestGrantsThenRefusesWithHeaders(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 3, Interval: 10 * time.Second}, httplimit.WithPrefix(p))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+
+	for i, want := range []string{"2", "1", "0"} {
+		resp := get(t, srv.URL)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "request %d", i)
+		assert.Equal(t, `"default";q=3;w=10`, resp.Header.Get("RateLimit-Policy"))
+		rl := resp.Header.Get("RateLimit")
+		assert.Regexp(t, `^"default";r=`+want+`;t=(9|10)$`, rl, "request %d", i)
+		assert.Empty(t, resp.Header.Get("Retry-After"))
+	}
+	resp := get(t, srv.URL)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", resp.Header.Get("Retry-After"))
+	assert.True(t, ra >= 1 && ra <= 11, "Retry-After %d", ra)
+	assert.Equal(t, fmt.Sprintf(`"default";r=0;t=%d`, ra), resp.Header.Get("RateLimit"))
+	assert.Equal(t, `"default";q=3;w=10`, resp.Header.Get("RateLimit-Policy"))
+	assert.Equal(t, int64(3), h.n.Load(), "the refused request must not reach the handler")
+
+	// What Redis holds: the config the middleware set up and three records.
+	rl := lim.Client().RateLimiter(p + "ip:127.0.0.1")
+	cfg, err := rl.Config(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, ratelimiter.Config{Rate: 3, Interval: 10 * time.Second}, cfg)
+	n, err := rdb.ZCard(context.Background(), rl.Keys().Permits).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	v, err := rdb.Get(context.Background(), rl.Keys().Value).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "0", v)
+}
+
+// Many clients at once on one limiter: exactly Rate requests pass, the
+// rest are refused, and the handler runs exactly Rate times.
+func TestConcurrentClients(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 20, Interval: time.Minute},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithKey(httplimit.KeyByHeader("X-API-Key")))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+
+	const clients = 60
+	var wg sync.WaitGroup
+	codes := make([]int, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("X-API-Key", "shared")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes[i] = -1
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	assert.Equal(t, map[int]int{200: 20, 429: 40}, count)
+	assert.Equal(t, int64(20), h.n.Load())
+}
+
+// Keys separate budgets: exhausting one API key leaves another untouched;
+// a request without the key gets 400 and the hook sees ErrNoKey; KeyFirst
+// falls back to the IP.
+func TestKeys(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	var hookErr error
+	var mu sync.Mutex
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(p), httplimit.WithKey(httplimit.KeyByHeader("x-api-key")),
+		httplimit.WithErrorHook(func(r *http.Request, err error) { mu.Lock(); hookErr = err; mu.Unlock() }))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+
+	assert.Equal(t, 200, get(t, srv.URL, "X-API-Key", "alice").StatusCode)
+	assert.Equal(t, 429, get(t, srv.URL, "X-API-Key", "alice").StatusCode)
+	assert.Equal(t, 200, get(t, srv.URL, "X-API-Key", "bob").StatusCode)
+	assert.Equal(t, 400, get(t, srv.URL).StatusCode)
+	mu.Lock()
+	assert.ErrorIs(t, hookErr, httplimit.ErrNoKey)
+	mu.Unlock()
+	for _, who := range []string{"alice", "bob"} {
+		n, err := rdb.Exists(context.Background(), p+"X-Api-Key:"+who).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n, who)
+	}
+
+	fallback, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(p+"fb:"), httplimit.WithKey(httplimit.KeyFirst(httplimit.KeyByHeader("X-API-Key"), httplimit.KeyByIP)))
+	require.NoError(t, err)
+	srv2 := serve(t, fallback.Handler(&counting{}))
+	assert.Equal(t, 200, get(t, srv2.URL).StatusCode)
+	assert.Equal(t, 429, get(t, srv2.URL).StatusCode)
+	n, err := rdb.Exists(context.Background(), p+"fb:ip:127.0.0.1").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+}
+
+// A key a client controls cannot pick a name with '{' (which would break
+// cluster slots) or of any length: such keys are hashed.
+func TestUnsafeKeysAreHashed(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(p), httplimit.WithKey(httplimit.KeyByHeader("X-API-Key")))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	evil := "a{b"
+	assert.Equal(t, 200, get(t, srv.URL, "X-API-Key", evil).StatusCode)
+	assert.Equal(t, 429, get(t, srv.URL, "X-API-Key", evil).StatusCode)
+	name := lim.Name("X-Api-Key:" + evil)
+	assert.Regexp(t, `^`+p+`sha256:[0-9a-f]{64}$`, name)
+	n, err := rdb.Exists(context.Background(), name).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+}
+
+// A limiter that exists already keeps its configuration (an operator set
+// rate 1); the headers report the real rate, not the middleware's Config.
+func TestExistingConfigWins(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 100, Interval: time.Minute}, httplimit.WithPrefix(p))
+	require.NoError(t, err)
+	require.NoError(t, lim.Client().RateLimiter(p+"ip:127.0.0.1").SetRate(context.Background(),
+		ratelimiter.Config{Rate: 1, Interval: 30 * time.Second}))
+	srv := serve(t, lim.Handler(&counting{}))
+	resp := get(t, srv.URL)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `"default";q=1;w=30`, resp.Header.Get("RateLimit-Policy"))
+	assert.Equal(t, 429, get(t, srv.URL).StatusCode)
+}
+
+// Deleting a limiter behind the middleware's back (its config is cached
+// as set up) does not break it: ErrNotInitialized makes it configure the
+// limiter again.
+func TestReconfiguresAfterDelete(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 5, Interval: time.Minute}, httplimit.WithPrefix(p))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	rl := lim.Client().RateLimiter(p + "ip:127.0.0.1")
+	deleted, err := rl.Delete(context.Background())
+	require.NoError(t, err)
+	require.True(t, deleted)
+
+	resp := get(t, srv.URL)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `"default";r=4;t=60`, resp.Header.Get("RateLimit"))
+	cfg, err := rl.Config(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), cfg.Rate)
+}
+
+// Permits per request: rate 10 at 4 permits a request is 2 requests; the
+// headers count requests.
+func TestPermitsPerRequest(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 10, Interval: 2 * time.Second},
+		httplimit.WithPrefix(p), httplimit.WithPermits(4))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	resp := get(t, srv.URL)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `"default";q=2;w=2`, resp.Header.Get("RateLimit-Policy"))
+	assert.Regexp(t, `^"default";r=1;t=[12]$`, resp.Header.Get("RateLimit"))
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	require.Equal(t, 429, get(t, srv.URL).StatusCode)
+	v, err := rdb.Get(context.Background(), "{"+p+"ip:127.0.0.1}:value").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "2", v)
+}
+
+// WithWait: a request that finds the limiter empty waits for the permit
+// instead of failing. The two permit records prove the second grant came
+// only after the first left the window.
+func TestWaitGrantsWithinBound(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: 200 * time.Millisecond},
+		httplimit.WithPrefix(p), httplimit.WithWait(10*time.Second))
+	require.NoError(t, err)
+	var waited []time.Duration
+	var mu sync.Mutex
+	srv := serve(t, lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, ok := httplimit.FromContext(r.Context())
+		mu.Lock()
+		waited = append(waited, d.Waited)
+		mu.Unlock()
+		assert.True(t, ok && d.Granted)
+	})))
+	permits := "{" + p + "ip:127.0.0.1}:permits"
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	first, err := rdb.ZRangeWithScores(context.Background(), permits, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	// The second grant released the first record and stamped its own at
+	// least one interval later.
+	second, err := rdb.ZRangeWithScores(context.Background(), permits, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, second, 1)
+	assert.NotEqual(t, first[0].Member, second[0].Member)
+	assert.GreaterOrEqual(t, second[0].Score-first[0].Score, 200.0, "second grant inside the first's window")
+	require.Len(t, waited, 2)
+	assert.Positive(t, waited[1])
+}
+
+// WithWait with a bound shorter than the hint refuses at once, with the
+// hint as Retry-After.
+func TestWaitBoundTooShortRefuses(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithWait(50*time.Millisecond))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	resp := get(t, srv.URL)
+	require.Equal(t, 429, resp.StatusCode)
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.True(t, ra >= 58 && ra <= 61, "Retry-After %d", ra)
+	assert.Equal(t, int64(1), h.n.Load())
+}
+
+// A custom refusal handler gets the Decision and the headers already set.
+func TestRefusalHandler(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(p), httplimit.WithPolicyName("per-ip"),
+		httplimit.WithRefusalHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d, _ := httplimit.FromContext(r.Context())
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"type":              "https://iana.org/assignments/http-problem-types#quota-exceeded",
+				"violated-policies": []string{"per-ip"},
+				"limiter":           d.Name,
+				"retry-after-ms":    d.RetryAfter.Milliseconds(),
+			})
+		})))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	assert.Regexp(t, `^"per-ip";r=0;t=\d+$`, resp.Header.Get("RateLimit"))
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	assert.Equal(t, p+"ip:127.0.0.1", body["limiter"])
+	assert.Greater(t, body["retry-after-ms"], 0.0)
+}
+
+// Fail open and fail closed, with Redis really gone: a server that was
+// closed, and a port nothing listens on.
+func TestRedisFailure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	own, err := redistest.Start(ctx)
+	require.NoError(t, err)
+	addr := own.Addr()
+	require.NoError(t, own.Close())
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	dead := fmt.Sprintf("127.0.0.1:%d", port)
+
+	for _, target := range []struct{ name, addr string }{{"closed server", addr}, {"dead port", dead}} {
+		for _, mode := range []httplimit.FailureMode{httplimit.FailOpen, httplimit.FailClosed} {
+			t.Run(fmt.Sprintf("%s/mode%d", target.name, mode), func(t *testing.T) {
+				rdb := redis.NewClient(&redis.Options{Addr: target.addr, MaxRetries: -1,
+					DialTimeout: time.Second, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
+				defer rdb.Close()
+				var hooked []error
+				var mu sync.Mutex
+				lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+					httplimit.WithFailureMode(mode),
+					httplimit.WithErrorHook(func(r *http.Request, err error) { mu.Lock(); hooked = append(hooked, err); mu.Unlock() }))
+				require.NoError(t, err)
+				h := &counting{}
+				srv := serve(t, lim.Handler(h))
+				for i := 0; i < 3; i++ {
+					resp := get(t, srv.URL)
+					if mode == httplimit.FailOpen {
+						assert.Equal(t, 200, resp.StatusCode)
+					} else {
+						assert.Equal(t, 503, resp.StatusCode)
+					}
+					assert.Empty(t, resp.Header.Get("RateLimit"))
+				}
+				if mode == httplimit.FailOpen {
+					assert.Equal(t, int64(3), h.n.Load(), "fail open serves every request")
+				} else {
+					assert.Equal(t, int64(0), h.n.Load(), "fail closed serves none")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, hooked, 3)
+				for _, e := range hooked {
+					assert.False(t, errors.Is(e, ratelimiter.ErrInvalidArgument), "%v", e)
+				}
+			})
+		}
+	}
+}
+
+// Bad configuration is refused by New with a typed error, before Redis.
+func TestNewRejectsBadInput(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer rdb.Close()
+	good := ratelimiter.Config{Rate: 5, Interval: time.Second}
+	cases := map[string]struct {
+		rdb  redis.UniversalClient
+		cfg  ratelimiter.Config
+		opts []httplimit.Option
+	}{
+		"nil redis":        {nil, good, nil},
+		"zero rate":        {rdb, ratelimiter.Config{Interval: time.Second}, nil},
+		"sub-ms interval":  {rdb, ratelimiter.Config{Rate: 1, Interval: time.Microsecond}, nil},
+		"short keep-alive": {rdb, ratelimiter.Config{Rate: 1, Interval: time.Second, KeepAlive: time.Millisecond}, nil},
+		"bad mode":         {rdb, ratelimiter.Config{Mode: 7, Rate: 1, Interval: time.Second}, nil},
+		"permits > rate":   {rdb, good, []httplimit.Option{httplimit.WithPermits(6)}},
+		"zero permits":     {rdb, good, []httplimit.Option{httplimit.WithPermits(0)}},
+		"negative wait":    {rdb, good, []httplimit.Option{httplimit.WithWait(-time.Second)}},
+		"nil key":          {rdb, good, []httplimit.Option{httplimit.WithKey(nil)}},
+		"brace prefix":     {rdb, good, []httplimit.Option{httplimit.WithPrefix("a{b}:")}},
+		"bad policy":       {rdb, good, []httplimit.Option{httplimit.WithPolicyName(`a"b`)}},
+		"nil refusal":      {rdb, good, []httplimit.Option{httplimit.WithRefusalHandler(nil)}},
+		"bad failure mode": {rdb, good, []httplimit.Option{httplimit.WithFailureMode(9)}},
+		"nil option":       {rdb, good, []httplimit.Option{nil}},
+		"empty client id":  {rdb, good, []httplimit.Option{httplimit.WithClientOptions(ratelimiter.WithClientID(""))}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			lim, err := httplimit.New(c.rdb, c.cfg, c.opts...)
+			assert.Nil(t, lim)
+			assert.ErrorIs(t, err, httplimit.ErrInvalidOption)
+			assert.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+		})
+	}
+}
+
+// The RateLimit t parameter counts down to the oldest record's expiry,
+// and the w parameter is left out for a sub-second interval.
+func TestHeadersSubSecondInterval(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 2, Interval: 1500 * time.Millisecond},
+		httplimit.WithPrefix(prefix(t)))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	resp := get(t, srv.URL)
+	assert.Equal(t, `"default";q=2`, resp.Header.Get("RateLimit-Policy"))
+	assert.Regexp(t, `^"default";r=1;t=[12]$`, resp.Header.Get("RateLimit"))
+}
+
+// WithoutHeaders sends no RateLimit fields, but still Retry-After.
+func TestWithoutHeaders(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithoutHeaders())
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	resp := get(t, srv.URL)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Empty(t, resp.Header.Get("RateLimit"))
+	assert.Empty(t, resp.Header.Get("RateLimit-Policy"))
+	resp = get(t, srv.URL)
+	assert.Equal(t, 429, resp.StatusCode)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	assert.Empty(t, resp.Header.Get("RateLimit"))
+}
+
+// PER_CLIENT limiters: each middleware instance (client id) has its own
+// budget, and the headers read this client's value key.
+func TestPerClientMode(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	cfg := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 1, Interval: time.Minute}
+	a, err := httplimit.New(rdb, cfg, httplimit.WithPrefix(p), httplimit.WithClientOptions(ratelimiter.WithClientID("node-a")))
+	require.NoError(t, err)
+	b, err := httplimit.New(rdb, cfg, httplimit.WithPrefix(p), httplimit.WithClientOptions(ratelimiter.WithClientID("node-b")))
+	require.NoError(t, err)
+	sa, sb := serve(t, a.Handler(&counting{})), serve(t, b.Handler(&counting{}))
+	resp := get(t, sa.URL)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, `"default";r=0;t=60`, resp.Header.Get("RateLimit"))
+	assert.Equal(t, 429, get(t, sa.URL).StatusCode)
+	assert.Equal(t, 200, get(t, sb.URL).StatusCode)
+	for _, id := range []string{"node-a", "node-b"} {
+		n, err := rdb.ZCard(context.Background(), "{"+p+"ip:127.0.0.1}:permits:"+id).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n, id)
+	}
+}
