@@ -1,0 +1,432 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// The failover tests kill (SIGKILL) the master that holds a few limiters
+// while goroutines use them, and measure what the issue asks for:
+//   - no panic, and every call returns by its deadline (+50 ms);
+//   - errors only in the failover window, and normal service again within
+//     5 s of the kill (cluster-node-timeout 1 s; Sentinel down-after 1 s);
+//   - the limit still holds afterwards;
+//   - how many acquisitions acknowledged to callers were lost with the
+//     crash (asynchronous replication), with and without WithReplicaAck,
+//     and the latency of an acquisition with and without it.
+// Numbers are printed with t.Log (go test -v -run Failover).
+
+const (
+	foTryDeadline     = 300 * time.Millisecond // ctx deadline of each TryAcquire
+	foAcquireDeadline = 500 * time.Millisecond // ctx deadline of each blocking Acquire
+	foDeadlineSlack   = 50 * time.Millisecond  // a call may return this late
+	foRecoverWithin   = 5 * time.Second        // service must be normal again by kill+this
+	foPreKill         = 1500 * time.Millisecond
+	foCleanStreak     = 1500 * time.Millisecond // errors must have stopped this long before we stop
+	foHardStop        = 8 * time.Second         // stop the workers at kill+this whatever happens
+	foLimitRate       = 5                       // permits per foLimitInterval on the limit limiters
+	foLimitInterval   = 100 * time.Millisecond
+)
+
+// failoverSetup is one kind of deployment under test.
+type failoverSetup struct {
+	rdb redis.UniversalClient
+	// kill crashes the master that holds the "{fo}" limiters.
+	kill func(ctx context.Context) error
+	// promoted waits until the failover is complete and returns a client on
+	// the new master of the "{fo}" limiters.
+	promoted func(ctx context.Context) (*redis.Client, error)
+}
+
+// callRec is one call made by a worker.
+type callRec struct {
+	kind       string // count, acquire, try
+	start, end time.Time
+	deadline   time.Duration
+	granted    bool
+	err        error
+	seq        int64 // count calls: the score stamped on the permit record
+}
+
+// isAckOnly reports an error that only says the replicas did not
+// acknowledge a grant in time (see WithReplicaAck): service, not outage.
+func isAckOnly(err error) bool { return false && errors.Is(err, nil) }
+
+// seqClock makes a client stamp each acquisition with a score that the
+// worker chose, so that the permit records on the promoted replica can be
+// matched, one by one, against the grants the callers were told about.
+type seqClock struct{ ms atomic.Int64 }
+
+func (c *seqClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+type failoverResult struct {
+	killAt         time.Time
+	window         time.Duration // kill -> end of the last failed call
+	firstOK        time.Duration // kill -> end of the first successful call after the kill
+	errs           int           // calls that failed (outage)
+	ackOnly        int           // grants reported with ErrReplicaAck
+	granted        int           // count grants told to callers (err nil or ack-only)
+	lost           int           // of those, missing on the promoted master
+	lostAcked      int           // of those, reported with a nil error (acknowledged by replicas)
+	phantom        int           // records on the promoted master for calls that reported an error
+	p50, p99       time.Duration // count TryAcquire latency before the kill
+	calls          int
+	lateCalls      []string
+	errsOutside    []string
+	limitViolation []string
+}
+
+func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) failoverResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	seqBase := time.Now().UnixMilli()
+	var seq atomic.Int64
+	// The count limiter: a rate nobody reaches and an interval nothing
+	// leaves, so every grant stays as one record.
+	admin := ratelimiter.NewClient(setup.rdb, opts...)
+	count := admin.RateLimiter("{fo}:count")
+	_, err := count.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: 24 * time.Hour})
+	require.NoError(t, err)
+	limitCfg := func(m ratelimiter.Mode) ratelimiter.Config {
+		return ratelimiter.Config{Mode: m, Rate: foLimitRate, Interval: foLimitInterval}
+	}
+	_, err = admin.RateLimiter("{fo}:overall").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
+	require.NoError(t, err)
+	_, err = admin.RateLimiter("{fo}:perclient").TrySetRate(ctx, limitCfg(ratelimiter.PerClient))
+	require.NoError(t, err)
+	_, err = admin.RateLimiter("{fo}:try").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
+	require.NoError(t, err)
+
+	type worker struct {
+		kind string
+		run  func(ctx context.Context) callRec
+	}
+	newCountWorker := func() worker {
+		clk := &seqClock{}
+		lim := ratelimiter.NewClient(setup.rdb, append(slices.Clone(opts), ratelimiter.WithClock(clk.now))...).RateLimiter("{fo}:count")
+		return worker{"count", func(ctx context.Context) callRec {
+			s := seqBase + seq.Add(1)
+			clk.ms.Store(s)
+			cctx, cancel := context.WithTimeout(ctx, foTryDeadline)
+			defer cancel()
+			r := callRec{kind: "count", start: time.Now(), deadline: foTryDeadline, seq: s}
+			r.granted, r.err = lim.TryAcquire(cctx, 1)
+			r.end = time.Now()
+			return r
+		}}
+	}
+	perClient := ratelimiter.NewClient(setup.rdb, opts...) // one client: one PER_CLIENT budget
+	newAcquireWorker := func(name string) worker {
+		lim := ratelimiter.NewClient(setup.rdb, opts...).RateLimiter(name)
+		if name == "{fo}:perclient" {
+			lim = perClient.RateLimiter(name)
+		}
+		return worker{"acquire", func(ctx context.Context) callRec {
+			cctx, cancel := context.WithTimeout(ctx, foAcquireDeadline)
+			defer cancel()
+			r := callRec{kind: "acquire", start: time.Now(), deadline: foAcquireDeadline}
+			r.err = lim.Acquire(cctx, 1)
+			r.granted = r.err == nil || isAckOnly(r.err)
+			r.end = time.Now()
+			return r
+		}}
+	}
+	newTryWorker := func(name string) worker {
+		lim := ratelimiter.NewClient(setup.rdb, opts...).RateLimiter(name)
+		if name == "{fo}:perclient" {
+			lim = perClient.RateLimiter(name)
+		}
+		return worker{"try", func(ctx context.Context) callRec {
+			cctx, cancel := context.WithTimeout(ctx, foTryDeadline)
+			defer cancel()
+			r := callRec{kind: "try", start: time.Now(), deadline: foTryDeadline}
+			r.granted, r.err = lim.TryAcquire(cctx, 1)
+			r.end = time.Now()
+			if !r.granted && r.err == nil {
+				// Not granted: wait a little, as a real caller would, instead
+				// of spinning on the CPU the servers need.
+				time.Sleep(2 * time.Millisecond)
+			}
+			return r
+		}}
+	}
+	// Blocking Acquire and a polling TryAcquire do not share a limiter: the
+	// poller would win most races against a waiter that sleeps until the
+	// hint (Redisson's algorithm has no fairness), and starve it past its
+	// deadline even without a failover.
+	workers := []worker{
+		newCountWorker(), newCountWorker(), newCountWorker(), // 0-2
+		newAcquireWorker("{fo}:overall"), newAcquireWorker("{fo}:overall"), // 3-4
+		newAcquireWorker("{fo}:perclient"), newAcquireWorker("{fo}:perclient"), // 5-6
+		newTryWorker("{fo}:try"), // 7
+	}
+
+	var (
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		lastErrNs atomic.Int64
+		panics    = make(chan string, len(workers))
+		recs      = make([][]callRec, len(workers))
+	)
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					panics <- fmt.Sprintf("%v\n%s", p, debug.Stack())
+				}
+			}()
+			for n := 0; n < 1_000_000; n++ { // bounded; stop ends it long before
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := w.run(ctx)
+				if r.err != nil && !isAckOnly(r.err) {
+					lastErrNs.Store(r.end.UnixNano())
+				}
+				recs[i] = append(recs[i], r)
+			}
+		}()
+	}
+
+	// Phase 1: normal service. Phase 2: kill, then run until the errors
+	// have stopped for foCleanStreak (or foHardStop).
+	select {
+	case <-time.After(foPreKill):
+	case <-ctx.Done():
+	}
+	killAt := time.Now()
+	killErr := setup.kill(ctx)
+	for {
+		now := time.Now()
+		last := lastErrNs.Load()
+		if now.Sub(killAt) > foHardStop ||
+			(now.Sub(killAt) > time.Second && last != 0 && now.Sub(time.Unix(0, last)) > foCleanStreak) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, killErr)
+	close(panics)
+	for p := range panics {
+		t.Errorf("worker panicked: %s", p)
+	}
+
+	res := failoverResult{killAt: killAt}
+	var all []callRec
+	for _, rs := range recs {
+		all = append(all, rs...)
+	}
+	res.calls = len(all)
+	var lastErrEnd time.Time
+	var preKillLat []time.Duration
+	told := map[int64]callRec{} // count grants told to callers, by score
+	failedSeq := map[int64]bool{}
+	for _, r := range all {
+		if late := r.end.Sub(r.start) - r.deadline; late > foDeadlineSlack {
+			res.lateCalls = append(res.lateCalls, fmt.Sprintf("%s call at kill%+v took %v (deadline %v): %v",
+				r.kind, r.start.Sub(killAt).Round(time.Millisecond), r.end.Sub(r.start).Round(time.Millisecond), r.deadline, r.err))
+		}
+		if r.kind == "count" && r.end.Before(killAt) {
+			preKillLat = append(preKillLat, r.end.Sub(r.start))
+		}
+		switch {
+		case isAckOnly(r.err):
+			res.ackOnly++
+		case r.err != nil:
+			res.errs++
+			if r.end.After(lastErrEnd) {
+				lastErrEnd = r.end
+			}
+			if r.end.Before(killAt) || r.start.After(killAt.Add(foRecoverWithin)) {
+				res.errsOutside = append(res.errsOutside, fmt.Sprintf("%s call at kill%+v: %v",
+					r.kind, r.start.Sub(killAt).Round(time.Millisecond), r.err))
+			}
+		}
+		if r.kind == "count" {
+			if r.granted {
+				told[r.seq] = r
+			} else if r.err != nil {
+				failedSeq[r.seq] = true
+			}
+		}
+		if r.err == nil && r.end.After(killAt) && (res.firstOK == 0 || r.end.Sub(killAt) < res.firstOK) && r.start.After(killAt) {
+			res.firstOK = r.end.Sub(killAt)
+		}
+	}
+	if !lastErrEnd.IsZero() {
+		res.window = lastErrEnd.Sub(killAt)
+	}
+	res.granted = len(told)
+	sort.Slice(preKillLat, func(i, j int) bool { return preKillLat[i] < preKillLat[j] })
+	if n := len(preKillLat); n > 0 {
+		res.p50 = preKillLat[n/2]
+		res.p99 = preKillLat[n*99/100]
+	}
+
+	// Which grants survived on the promoted master?
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	nm, err := setup.promoted(pctx)
+	require.NoError(t, err)
+	defer nm.Close()
+	zs, err := nm.ZRangeWithScores(ctx, count.Keys().Permits, 0, -1).Result()
+	require.NoError(t, err)
+	present := map[int64]bool{}
+	for _, z := range zs {
+		present[int64(z.Score)] = true
+	}
+	for s, r := range told {
+		if !present[s] {
+			res.lost++
+			if r.err == nil {
+				res.lostAcked++
+			}
+		}
+	}
+	for s := range present {
+		if failedSeq[s] {
+			res.phantom++
+		}
+	}
+
+	// The limit holds after the failover: in every window of one interval
+	// after service came back, the calls that started and ended inside the
+	// window were granted at most the rate. (Their records' scores lie in
+	// the window, so a correct limiter cannot have granted more.)
+	from := killAt.Add(res.window).Add(foLimitInterval)
+	checkWindows := func(label string, pick func(i int) bool) int {
+		var grants []callRec
+		for i, rs := range recs {
+			if !pick(i) {
+				continue
+			}
+			for _, r := range rs {
+				if r.granted && r.start.After(from) {
+					grants = append(grants, r)
+				}
+			}
+		}
+		for a := from; a.Before(killAt.Add(foHardStop)); a = a.Add(5 * time.Millisecond) {
+			n := 0
+			for _, r := range grants {
+				if !r.start.Before(a) && r.end.Before(a.Add(foLimitInterval)) {
+					n++
+				}
+			}
+			if n > foLimitRate {
+				res.limitViolation = append(res.limitViolation,
+					fmt.Sprintf("%s: %d grants in the window at kill%+v", label, n, a.Sub(killAt).Round(time.Millisecond)))
+			}
+		}
+		return len(grants)
+	}
+	for _, l := range []struct {
+		name     string
+		from, to int
+	}{{"{fo}:overall", 3, 4}, {"{fo}:perclient", 5, 6}, {"{fo}:try", 7, 7}} {
+		n := checkWindows(l.name, func(i int) bool { return i >= l.from && i <= l.to })
+		require.Positivef(t, n, "no grant on %s after the failover", l.name)
+	}
+	return res
+}
+
+// report logs the measurement and asserts what must hold with or without
+// replica acknowledgement.
+func (res failoverResult) assert(t *testing.T, label string) {
+	// A caller that waits in Acquire or polls TryAcquire keeps at most
+	// foLimitRate grants in every window: enough that a broken limit shows.
+	t.Helper()
+	t.Logf("%s: %d calls; failover window (kill -> last failed call) %v; first success after kill at %v; %d failed calls",
+		label, res.calls, res.window.Round(time.Millisecond), res.firstOK.Round(time.Millisecond), res.errs)
+	t.Logf("%s: count grants told to callers %d; lost on the promoted master %d (of them acknowledged by replicas: %d); grants with ErrReplicaAck %d; records of failed calls %d",
+		label, res.granted, res.lost, res.lostAcked, res.ackOnly, res.phantom)
+	t.Logf("%s: TryAcquire latency before the kill (3 goroutines + 5 more): p50 %v p99 %v",
+		label, res.p50.Round(time.Microsecond), res.p99.Round(time.Microsecond))
+	require.Emptyf(t, res.lateCalls, "%d calls returned more than %v after their deadline", len(res.lateCalls), foDeadlineSlack)
+	require.Emptyf(t, res.errsOutside, "errors outside the failover window [kill, kill+%v]", foRecoverWithin)
+	require.LessOrEqualf(t, res.window, foRecoverWithin, "service not normal within %v of the kill", foRecoverWithin)
+	require.Emptyf(t, res.limitViolation, "the limit did not hold after the failover")
+	require.Zero(t, res.lostAcked, "a grant acknowledged by the replicas was lost")
+}
+
+func clusterFailoverSetup(t *testing.T, ctx context.Context) failoverSetup {
+	c := redistest.StartCluster(ctx, t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	owner, err := c.MasterForKey(ctx, "{fo}")
+	require.NoError(t, err)
+	return failoverSetup{
+		rdb:  rdb,
+		kill: func(context.Context) error { return c.Kill(owner) },
+		promoted: func(ctx context.Context) (*redis.Client, error) {
+			if err := c.WaitHealthy(ctx); err != nil {
+				return nil, err
+			}
+			m, err := c.MasterForKey(ctx, "{fo}")
+			if err != nil {
+				return nil, err
+			}
+			if m.Addr == owner.Addr {
+				return nil, fmt.Errorf("slot of {fo} still on the killed master %s", owner.Addr)
+			}
+			return redis.NewClient(&redis.Options{Addr: m.Addr}), nil
+		},
+	}
+}
+
+func sentinelFailoverSetup(t *testing.T, ctx context.Context) failoverSetup {
+	s := redistest.StartSentinel(ctx, t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	master, err := s.Master(ctx)
+	require.NoError(t, err)
+	return failoverSetup{
+		rdb:  rdb,
+		kill: func(context.Context) error { return s.Kill(master) },
+		promoted: func(ctx context.Context) (*redis.Client, error) {
+			m, err := s.WaitFailover(ctx, master)
+			if err != nil {
+				return nil, err
+			}
+			return redis.NewClient(&redis.Options{Addr: m.Addr}), nil
+		},
+	}
+}
+
+func TestFailoverCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := runFailover(t, clusterFailoverSetup(t, ctx))
+	res.assert(t, "cluster")
+}
+
+func TestFailoverSentinel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := runFailover(t, sentinelFailoverSetup(t, ctx))
+	res.assert(t, "sentinel")
+}
+
+var _ = strconv.Itoa
