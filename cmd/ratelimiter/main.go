@@ -1,12 +1,22 @@
 // Command ratelimiter works with Redisson-compatible rate limiters in
-// Redis. Subcommands:
+// Redis: it sets and changes their rates, takes and gives back permits,
+// manages their expiry, decodes what they hold (inspect) and shows them
+// live (watch). Every admin subcommand takes the limiter name first:
 //
-//	demo    run workers against a local limiter and print grants per second
+//	ratelimiter set-rate api --rate 10 --interval 1s
+//	ratelimiter inspect api -o json
 //
-// Run "ratelimiter <subcommand> -h" for a subcommand's flags.
+// Global flags (--url, --cluster, --sentinel, --client-id, --format, -o)
+// go before or after the subcommand. Exit status: 0 done, 1 refused (not
+// granted, already configured, nothing changed, no such limiter), 2 usage
+// or connection error, with a one-line message on stderr.
+//
+// Run "ratelimiter help" for the subcommands and "ratelimiter
+// <subcommand> -h" for a subcommand's flags.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,21 +38,44 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run finds the subcommand after any global flags and runs it with the
+// global flags that came before it followed by the rest of the arguments.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	var g globals
+	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "ratelimiter: %v (see ratelimiter help)\n", err)
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
 		usage(stderr)
 		return 2
 	}
-	cmd, ok := commands[args[0]]
+	if rest[0] == "help" {
+		usage(stdout)
+		return 0
+	}
+	cmd, ok := commands[rest[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "ratelimiter: unknown command %q (see ratelimiter help)\n", args[0])
+		fmt.Fprintf(stderr, "ratelimiter: unknown command %q (see ratelimiter help)\n", rest[0])
 		return 2
 	}
-	return cmd.run(args[1:], stdout, stderr)
+	leading := args[:len(args)-len(rest)]
+	if len(leading) > 0 && leading[len(leading)-1] == "--" {
+		leading = leading[:len(leading)-1]
+	}
+	return cmd.run(append(append([]string(nil), leading...), rest[1:]...), stdout, stderr)
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ratelimiter <command> [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: ratelimiter [global flags] <command> NAME [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
@@ -51,4 +84,11 @@ func usage(w io.Writer) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-14s %s\n", name, commands[name].summary)
 	}
+	fmt.Fprintln(w, "\nglobal flags (before or after the command):")
+	var g globals
+	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
+	g.register(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w, "\nexit status: 0 done, 1 refused or nothing changed, 2 usage or connection error")
 }

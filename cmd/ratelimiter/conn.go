@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// globals are the flags every admin subcommand takes, before or after the
+// subcommand's name.
+type globals struct {
+	url      string
+	cluster  string
+	sentinel string
+	clientID string
+	format   string
+	output   string
+	timeout  time.Duration
+}
+
+// register defines the global flags on fs. Defaults never show REDIS_URL:
+// it may hold a password and -h prints defaults.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.url, "url", "", "Redis URL: redis://[user:password@]host:port[/db] or rediss:// for TLS (default $REDIS_URL, else redis://localhost:6379/0); with --cluster or --sentinel only its user, password, db and TLS are used")
+	fs.StringVar(&g.cluster, "cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
+	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
+	fs.StringVar(&g.clientID, "client-id", "", "client id naming this client's PER_CLIENT keys (default: a new random UUID)")
+	fs.StringVar(&g.format, "format", "current", "permit record format to write: current (Redisson >= 3.21), lc0i (3.16.4-3.20), fi (<= 3.16.3)")
+	fs.StringVar(&g.output, "o", "table", "output: table or json")
+	fs.StringVar(&g.output, "output", "table", "same as -o")
+	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
+}
+
+// check validates the global flags without connecting.
+func (g *globals) check() error {
+	if g.output != "table" && g.output != "json" {
+		return usagef("-o must be table or json, not %q", g.output)
+	}
+	if _, err := parseFormat(g.format); err != nil {
+		return err
+	}
+	if g.cluster != "" && g.sentinel != "" {
+		return usagef("--cluster and --sentinel exclude each other")
+	}
+	if g.timeout <= 0 {
+		return usagef("--redis-timeout must be positive")
+	}
+	if g.sentinel != "" {
+		parts := splitList(g.sentinel)
+		if len(parts) < 2 {
+			return usagef("--sentinel wants the master name and at least one address: mymaster,host:26379")
+		}
+	}
+	if g.cluster != "" && len(splitList(g.cluster)) == 0 {
+		return usagef("--cluster wants at least one host:port")
+	}
+	return nil
+}
+
+func parseFormat(s string) (ratelimiter.MemberFormat, error) {
+	switch strings.ToLower(s) {
+	case "current", "bc0i":
+		return ratelimiter.FormatCurrent, nil
+	case "lc0i":
+		return ratelimiter.FormatLc0I, nil
+	case "fi":
+		return ratelimiter.FormatFI, nil
+	}
+	return 0, usagef("--format must be current, lc0i or fi, not %q", s)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// effectiveURL is --url, else $REDIS_URL, else the local default.
+func (g *globals) effectiveURL() string {
+	switch {
+	case g.url != "":
+		return g.url
+	case os.Getenv("REDIS_URL") != "":
+		return os.Getenv("REDIS_URL")
+	case g.cluster != "" || g.sentinel != "":
+		return ""
+	}
+	return "redis://localhost:6379/0"
+}
+
+// connect makes the Redis client the flags describe and checks that Redis
+// answers. Errors are connection errors, with any password redacted.
+func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
+	raw := g.effectiveURL()
+	var base *redis.Options
+	if raw != "" {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, usagef("bad Redis URL %s: %s", redactURL(raw), redact(err.Error(), raw))
+		}
+		base = o
+	} else {
+		base = &redis.Options{}
+	}
+	var rdb redis.UniversalClient
+	switch {
+	case g.cluster != "":
+		if base.DB != 0 {
+			return nil, usagef("Redis Cluster has only database 0")
+		}
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: splitList(g.cluster), Username: base.Username, Password: base.Password,
+			TLSConfig: base.TLSConfig, DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
+			MaxRedirects: 8,
+		})
+	case g.sentinel != "":
+		parts := splitList(g.sentinel)
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: parts[0], SentinelAddrs: parts[1:],
+			Username: base.Username, Password: base.Password, DB: base.DB, TLSConfig: base.TLSConfig,
+			DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
+		})
+	default:
+		base.DialTimeout, base.ReadTimeout, base.WriteTimeout = g.timeout, g.timeout, g.timeout
+		base.DialerRetries, base.DialerRetryTimeout = 2, 50*time.Millisecond
+		if base.TLSConfig != nil && base.TLSConfig.MinVersion == 0 {
+			base.TLSConfig.MinVersion = tls.VersionTLS12
+		}
+		rdb = redis.NewClient(base)
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.timeout+time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, connErr{fmt.Sprintf("cannot reach Redis at %s: %s", g.where(raw), redact(err.Error(), raw))}
+	}
+	return rdb, nil
+}
+
+// where names the server for messages, without a password.
+func (g *globals) where(raw string) string {
+	switch {
+	case g.cluster != "":
+		return "cluster " + g.cluster
+	case g.sentinel != "":
+		return "sentinel " + g.sentinel
+	}
+	return redactURL(raw)
+}
+
+// redactURL returns raw with its password replaced by "xxxxx".
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redact(raw, raw)
+	}
+	return u.Redacted()
+}
+
+// redact removes the password of rawURL from msg (in plain and
+// URL-escaped form).
+func redact(msg, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		// An unparsable URL: hide whatever sits between "://" and "@".
+		if i := strings.Index(rawURL, "://"); i >= 0 {
+			if at := strings.LastIndex(rawURL, "@"); at > i {
+				if secret := rawURL[i+3 : at]; secret != "" {
+					msg = strings.ReplaceAll(msg, secret, "xxxxx")
+				}
+			}
+		}
+		return msg
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+		msg = strings.ReplaceAll(msg, url.QueryEscape(p), "xxxxx")
+		msg = strings.ReplaceAll(msg, url.PathEscape(p), "xxxxx")
+	}
+	return msg
+}
