@@ -1,0 +1,253 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// set-rate writes the four config fields and the keep-alive TTL; config
+// reads them back as a table and as JSON, with global flags before or
+// after the subcommand.
+func TestSetRateAndConfig(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	r := ok(t, cli(t, "set-rate", name, "--rate", "10", "--interval", "1s", "--keep-alive", "1m"))
+	assert.Equal(t, name+" set: 10 permits per 1s, overall, keep-alive 1m0s\n", r.stdout)
+
+	h, err := rdb.HGetAll(ctx, name).Result()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"rate": "10", "interval": "1000", "type": "0", "keepAliveTime": "60000"}, h)
+	ttl, err := rdb.PTTL(ctx, name).Result()
+	require.NoError(t, err)
+	assert.True(t, ttl > 50*time.Second && ttl <= time.Minute, "ttl %v", ttl)
+
+	r = ok(t, cli(t, "config", name))
+	assert.Contains(t, r.stdout, "rate        10\n")
+	assert.Contains(t, r.stdout, "interval    1s\n")
+	assert.Contains(t, r.stdout, "keep-alive  1m0s\n")
+
+	for _, args := range [][]string{{"-o", "json", "config", name}, {"config", name, "-o", "json"}, {"config", "-o", "json", name}} {
+		r = ok(t, cli(t, args...))
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+		assert.Equal(t, map[string]any{"name": name, "exists": true, "mode": "overall", "rate": 10.0,
+			"interval_ms": 1000.0, "keep_alive_ms": 60000.0}, got, "args %v", args)
+	}
+
+	// A missing limiter: exit 1, exists false.
+	r = failsWith(t, 1, cli(t, "config", name+"-missing", "-o", "json"))
+	assert.JSONEq(t, `{"name":"`+name+`-missing","exists":false}`, r.stdout)
+}
+
+// try-set-rate configures once; on a configured limiter it exits 1 and
+// leaves the config as it was.
+func TestTrySetRate(t *testing.T) {
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "try-set-rate", name, "--rate", "7", "--interval", "2s", "--mode", "per-client"))
+	r := failsWith(t, 1, cli(t, "try-set-rate", name, "--rate", "99", "--interval", "5s"))
+	assert.Equal(t, name+" already configured, unchanged\n", r.stdout)
+	h, err := rdb.HGetAll(context.Background(), name).Result()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"rate": "7", "interval": "2000", "type": "1", "keepAliveTime": "0"}, h)
+}
+
+// update-rate needs an existing limiter; --keep-state keeps the permits
+// taken in the window, without it the state is reset.
+func TestUpdateRate(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	r := failsWith(t, 1, cli(t, "update-rate", name, "--rate", "5", "--interval", "1m"))
+	assert.Equal(t, name+" does not exist, nothing changed\n", r.stdout)
+	n, err := rdb.Exists(ctx, name).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "update-rate must not create the limiter")
+
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	ok(t, cli(t, "acquire", name, "-n", "3"))
+	ok(t, cli(t, "update-rate", name, "--rate", "10", "--interval", "1m", "--keep-state"))
+	v, err := rdb.Get(ctx, "{"+name+"}:value").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "7", v, "10 minus the 3 permits still in the window")
+	assert.Equal(t, "10", rdb.HGet(ctx, name, "rate").Val())
+
+	ok(t, cli(t, "update-rate", name, "--rate", "4", "--interval", "1m"))
+	n, err = rdb.Exists(ctx, "{"+name+"}:value", "{"+name+"}:permits").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "without --keep-state the state is reset")
+}
+
+// acquire, release and available, with the refusals' exit codes and the
+// records they leave in Redis.
+func TestAcquireReleaseAvailable(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	r := failsWith(t, 1, cli(t, "acquire", name))
+	assert.Contains(t, r.stderr, "not configured")
+
+	ok(t, cli(t, "set-rate", name, "--rate", "3", "--interval", "1m"))
+	r = ok(t, cli(t, "acquire", name, "-n", "2"))
+	assert.Equal(t, "granted 2\n", r.stdout)
+	recs, err := rdb.ZRange(ctx, "{"+name+"}:permits", 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	assert.Len(t, recs[0], 21)
+	assert.Equal(t, byte(2), recs[0][17], "the record holds 2 permits")
+
+	r = failsWith(t, 1, cli(t, "acquire", name, "-n", "2", "-o", "json"))
+	var got struct {
+		Granted    bool  `json:"granted"`
+		RetryAfter int64 `json:"retry_after_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	assert.False(t, got.Granted)
+	assert.True(t, got.RetryAfter > 50_000 && got.RetryAfter <= 60_003, "hint %d", got.RetryAfter)
+	assert.Equal(t, "1", rdb.Get(ctx, "{"+name+"}:value").Val(), "a refusal takes nothing")
+
+	r = failsWith(t, 1, cli(t, "acquire", name, "-n", "4"))
+	assert.Contains(t, r.stderr, "cannot exceed")
+
+	ok(t, cli(t, "release", name, "-n", "1"))
+	assert.Equal(t, "2", rdb.Get(ctx, "{"+name+"}:value").Val())
+	r = ok(t, cli(t, "available", name))
+	assert.Equal(t, "2\n", r.stdout)
+	r = ok(t, cli(t, "available", name, "-o", "json"))
+	assert.JSONEq(t, `{"name":"`+name+`","available":2}`, r.stdout)
+}
+
+// acquire --timeout waits for a permit instead of refusing.
+func TestAcquireTimeoutWaits(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "1", "--interval", "300ms"))
+	ok(t, cli(t, "acquire", name))
+	first, err := rdb.ZRangeWithScores(ctx, "{"+name+"}:permits", 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	ok(t, cli(t, "acquire", name, "--timeout", "10s"))
+	second, err := rdb.ZRangeWithScores(ctx, "{"+name+"}:permits", 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, second, 1)
+	assert.GreaterOrEqual(t, second[0].Score-first[0].Score, 300.0)
+
+	// A timeout shorter than the wait gives up at once: exit 1.
+	ok(t, cli(t, "set-rate", name, "--rate", "1", "--interval", "1h"))
+	ok(t, cli(t, "acquire", name))
+	r := failsWith(t, 1, cli(t, "acquire", name, "--timeout", "100ms"))
+	assert.Equal(t, "refused within 100ms\n", r.stdout)
+}
+
+// expire (--ttl/--at with conditions), ttl, persist, exists and delete,
+// checked against every key's PTTL and existence.
+func TestExpiryAndDeletion(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	keys := []string{name, "{" + name + "}:value", "{" + name + "}:permits"}
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	ok(t, cli(t, "acquire", name))
+
+	r := ok(t, cli(t, "ttl", name))
+	assert.Equal(t, "none\n", r.stdout)
+	ok(t, cli(t, "expire", name, "--ttl", "10m"))
+	for _, k := range keys {
+		d := rdb.PTTL(ctx, k).Val()
+		assert.True(t, d > 9*time.Minute && d <= 10*time.Minute, "%s: %v", k, d)
+	}
+	r = ok(t, cli(t, "ttl", name, "-o", "json"))
+	var ttl struct {
+		TTL int64 `json:"ttl_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ttl))
+	assert.True(t, ttl.TTL > 500_000 && ttl.TTL <= 600_000, "%d", ttl.TTL)
+
+	failsWith(t, 1, cli(t, "expire", name, "--ttl", "1h", "--nx")) // all have a TTL
+	failsWith(t, 1, cli(t, "expire", name, "--ttl", "1m", "--gt")) // not later
+	ok(t, cli(t, "expire", name, "--ttl", "1h", "--gt"))
+	assert.Greater(t, rdb.PTTL(ctx, name).Val(), 50*time.Minute)
+
+	at := time.Now().Add(2 * time.Hour)
+	ok(t, cli(t, "expire", name, "--at", strconv.FormatInt(at.UnixMilli(), 10)))
+	assert.Equal(t, at.UnixMilli(), rdb.PExpireTime(ctx, name).Val().Milliseconds())
+	at = at.Add(time.Hour).Truncate(time.Second)
+	ok(t, cli(t, "expire", name, "--at", at.UTC().Format(time.RFC3339), "--xx"))
+	assert.Equal(t, at.UnixMilli(), rdb.PExpireTime(ctx, "{"+name+"}:permits").Val().Milliseconds())
+
+	ok(t, cli(t, "persist", name))
+	for _, k := range keys {
+		assert.Equal(t, time.Duration(-1), rdb.PTTL(ctx, k).Val(), k)
+	}
+	failsWith(t, 1, cli(t, "persist", name))
+
+	r = ok(t, cli(t, "exists", name))
+	assert.Equal(t, "true\n", r.stdout)
+	ok(t, cli(t, "delete", name))
+	n, err := rdb.Exists(ctx, keys...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	r = failsWith(t, 1, cli(t, "exists", name, "-o", "json"))
+	assert.JSONEq(t, `{"name":"`+name+`","exists":false}`, r.stdout)
+	failsWith(t, 1, cli(t, "delete", name))
+	failsWith(t, 1, cli(t, "ttl", name))
+}
+
+// Bad input exits 2 with one line on stderr before anything reaches Redis.
+func TestUsageErrors(t *testing.T) {
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	cases := [][]string{
+		{},
+		{"frobnicate", name},
+		{"config"},
+		{"config", name, "extra"},
+		{"config", name, "--bogus"},
+		{"set-rate", name},
+		{"set-rate", name, "--rate", "0", "--interval", "1s"},
+		{"set-rate", name, "--rate", "5", "--interval", "1us"},
+		{"set-rate", name, "--rate", "5", "--interval", "1m", "--keep-alive", "1s"},
+		{"set-rate", name, "--rate", "5", "--interval", "1s", "--mode", "sideways"},
+		{"set-rate", name, "--rate", "five", "--interval", "1s"},
+		{"acquire", name, "-n", "0"},
+		{"acquire", name, "-n", "4294967296"},
+		{"acquire", name, "--timeout", "-1s"},
+		{"release", name, "-n", "-1"},
+		{"expire", name},
+		{"expire", name, "--ttl", "1m", "--at", "0"},
+		{"expire", name, "--ttl", "1m", "--nx", "--xx"},
+		{"expire", name, "--at", "tomorrow"},
+		{"config", name, "-o", "yaml"},
+		{"acquire", name, "--format", "v2"},
+		{"config", name, "--cluster", "a:1", "--sentinel", "m,b:2"},
+		{"config", name, "--sentinel", "mymaster"},
+		{"watch", name, "--count", "-1"},
+		{"--url", "http://nope", "config", name},
+	}
+	before := rdb.DBSize(context.Background()).Val()
+	for _, args := range cases {
+		r := cli(t, args...)
+		assert.Equal(t, 2, r.code, "%v: stdout %q stderr %q", args, r.stdout, r.stderr)
+		if len(args) > 0 {
+			assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "%v: stderr %q", args, r.stderr)
+		}
+		assert.Empty(t, r.stdout, "%v", args)
+	}
+	assert.Equal(t, before, rdb.DBSize(context.Background()).Val(), "nothing may reach Redis")
+
+	// -h prints the flags on stdout and exits 0.
+	r := ok(t, cli(t, "set-rate", "-h"))
+	assert.Contains(t, r.stdout, "-keep-state")
+	// A name that starts with '-' goes after "--".
+	ok(t, cli(t, "set-rate", "--rate", "1", "--interval", "1s", "--", "-"+name))
+	assert.Equal(t, int64(1), rdb.Exists(context.Background(), "-"+name).Val())
+}

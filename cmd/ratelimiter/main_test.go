@@ -1,0 +1,129 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// The tests build the real binary once and run it as a process against a
+// real redis-server, then read Redis to see what each command changed.
+var (
+	bin       string
+	redisAddr string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := redistest.Start(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start redis-server:", err)
+		if redistest.Required() {
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "SKIP: the tests need a redis-server (make deps installs it)")
+		return 0
+	}
+	defer srv.Close()
+	redisAddr = srv.Addr()
+
+	dir, err := os.MkdirTemp("", "ratelimiter-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "ratelimiter")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// result is one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs the binary with REDIS_URL pointing at the test server.
+func cli(t testing.TB, args ...string) result {
+	t.Helper()
+	return cliEnv(t, []string{"REDIS_URL=redis://" + redisAddr + "/0"}, args...)
+}
+
+func cliEnv(t testing.TB, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "REDIS_URL=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func newRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+var seq atomic.Int64
+
+func uniqueName(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), seq.Add(1))
+}
+
+// ok requires exit status 0 and an empty stderr.
+func ok(t testing.TB, r result) result {
+	t.Helper()
+	require.Equal(t, 0, r.code, "stdout %q stderr %q", r.stdout, r.stderr)
+	require.Empty(t, r.stderr)
+	return r
+}
+
+// failsWith requires the exit status and, for 2, exactly one line on stderr.
+func failsWith(t testing.TB, code int, r result) result {
+	t.Helper()
+	require.Equal(t, code, r.code, "stdout %q stderr %q", r.stdout, r.stderr)
+	if code == 2 {
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "stderr must be one line: %q", r.stderr)
+	}
+	return r
+}
