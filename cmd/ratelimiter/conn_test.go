@@ -1,0 +1,137 @@
+package main_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// An ACL user with a password and a database number from the URL; a wrong
+// password, a dead port and a malformed URL exit 2 with one line that
+// never shows the password.
+func TestURLUserPasswordDB(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	const pw = "s3cret-Pw_42"
+	require.NoError(t, rdb.Do(ctx, "ACL", "SETUSER", "cli-alice", "reset", "on", ">"+pw, "~*", "&*", "+@all").Err())
+	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", "cli-alice") })
+	name := uniqueName(t)
+	url := fmt.Sprintf("redis://cli-alice:%s@%s/3", pw, redisAddr)
+
+	// --url wins over REDIS_URL (which points at a dead port here).
+	dead := fmt.Sprintf("redis://127.0.0.1:%d/0", freePort(t))
+	ok(t, cliEnv(t, []string{"REDIS_URL=" + dead}, "set-rate", name, "--rate", "4", "--interval", "1s", "--url", url))
+	db3 := redis.NewClient(&redis.Options{Addr: redisAddr, DB: 3})
+	defer db3.Close()
+	assert.Equal(t, "4", db3.HGet(ctx, name, "rate").Val(), "written to database 3")
+	assert.Zero(t, rdb.Exists(ctx, name).Val(), "not to database 0")
+	// REDIS_URL alone works too.
+	r := ok(t, cliEnv(t, []string{"REDIS_URL=" + url}, "config", name, "-o", "json"))
+	assert.Contains(t, r.stdout, `"rate":4`)
+
+	for _, bad := range []struct{ url, want string }{
+		{fmt.Sprintf("redis://cli-alice:wrong-%s@%s/3", pw, redisAddr), "WRONGPASS"},
+		{fmt.Sprintf("redis://cli-alice:%s@127.0.0.1:%d/0", pw, freePort(t)), "cannot reach Redis"},
+		{fmt.Sprintf("redis://cli-alice:%s@%s:notaport/0", pw, "127.0.0.1"), "bad Redis URL"},
+		{fmt.Sprintf("redis://cli-alice:%s@%s/notadb", pw, redisAddr), "bad Redis URL"},
+	} {
+		r := failsWith(t, 2, cli(t, "--url", bad.url, "config", name))
+		assert.Contains(t, r.stderr, bad.want)
+		assert.NotContains(t, r.stderr, pw, "password leaked")
+		assert.NotContains(t, r.stdout, pw)
+	}
+	// Help never shows REDIS_URL's password as a default.
+	r = ok(t, cliEnv(t, []string{"REDIS_URL=" + url}, "config", "-h"))
+	assert.NotContains(t, r.stdout, pw)
+}
+
+// rediss:// connects over TLS and verifies the server's certificate (here
+// against a CA given through SSL_CERT_FILE).
+func TestTLS(t *testing.T) {
+	if os.Getenv("REDIS_ADDR") != "" {
+		t.Skip("REDIS_ADDR is set: this test needs a redis-server of its own with TLS")
+	}
+	dir := t.TempDir()
+	ca, cert, key := writeCerts(t, dir)
+	tlsPort := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := redistest.Start(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
+		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
+	if err != nil {
+		t.Fatalf("redis-server with TLS: %v", err)
+	}
+	defer srv.Close()
+	name := uniqueName(t)
+	url := fmt.Sprintf("rediss://127.0.0.1:%d/0", tlsPort)
+	env := []string{"SSL_CERT_FILE=" + ca, "REDIS_URL=" + url}
+	ok(t, cliEnv(t, env, "set-rate", name, "--rate", "2", "--interval", "1s"))
+	plain := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer plain.Close()
+	assert.Equal(t, "2", plain.HGet(ctx, name, "rate").Val())
+
+	// Without the CA the certificate is refused; plain redis:// on the TLS
+	// port fails too.
+	r := failsWith(t, 2, cliEnv(t, []string{"SSL_CERT_FILE=/dev/null", "REDIS_URL=" + url}, "config", name))
+	assert.Contains(t, r.stderr, "certificate")
+	failsWith(t, 2, cliEnv(t, []string{fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", tlsPort)}, "config", name, "--redis-timeout", "1s"))
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	p, err := redistest.FreePort()
+	require.NoError(t, err)
+	return p
+}
+
+// writeCerts makes a CA and a server certificate for 127.0.0.1.
+func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	require.NoError(t, err)
+	caCert, err := x509.ParseCertificate(caDER)
+	require.NoError(t, err)
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	require.NoError(t, err)
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server.key", "EC PRIVATE KEY", keyDER)
+}
