@@ -20,9 +20,9 @@ import (
 )
 
 type inspection struct {
-	Name    string `json:"name"`
-	Exists  bool   `json:"exists"`
-	Config  *struct {
+	Name   string `json:"name"`
+	Exists bool   `json:"exists"`
+	Config *struct {
 		Mode string `json:"mode"`
 		Rate int64  `json:"rate"`
 	} `json:"config"`
