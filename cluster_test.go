@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,6 +184,10 @@ func TestCluster(t *testing.T) {
 			}
 			require.Equalf(t, want, granted[i].Load(), "limiter cl-conc-%d", i)
 		}
+	})
+
+	t.Run("ReplicaAck", func(t *testing.T) {
+		testReplicaAck(ctx, t, rdb, 1)
 	})
 
 	t.Run("SlotMigration", func(t *testing.T) {
@@ -410,4 +415,87 @@ func migrateSlot(ctx context.Context, t *testing.T, c *redistest.Cluster, slot i
 		require.Truef(t, time.Now().Before(deadline), "slot %d not moved to %s on every node", slot, dst.Addr)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// testReplicaAck checks WithReplicaAck on a deployment whose masters have
+// exactly `replicas` replicas, and prints the latency of an acquisition
+// with and without it (sequential calls, one goroutine).
+func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient, replicas int) {
+	for _, bad := range []ratelimiter.Option{
+		ratelimiter.WithReplicaAck(0, time.Second),
+		ratelimiter.WithReplicaAck(1, 0),
+	} {
+		_, err := ratelimiter.NewClient(rdb, bad).RateLimiter("ack-bad").TryAcquire(ctx, 1)
+		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+	}
+
+	cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: time.Hour}
+	plain := ratelimiter.NewClient(rdb).RateLimiter("{ack}:plain")
+	acked := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).RateLimiter("{ack}:acked")
+	for _, l := range []*ratelimiter.RateLimiter{plain, acked} {
+		_, err := l.TrySetRate(ctx, cfg)
+		require.NoError(t, err)
+	}
+
+	// Enough replicas: granted, no error; denials are not affected.
+	ok, err := acked.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	small := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).RateLimiter("{ack}:small")
+	_, err = small.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 2, Interval: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, small.Acquire(ctx, 2))
+	res, err := small.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	require.Greater(t, res.RetryAfter, time.Minute)
+
+	// More replicas than there are: the permits are taken, the call fails
+	// with ErrReplicaAck after the timeout (or the context's deadline).
+	tooMany := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas+1, 30*time.Millisecond)).RateLimiter("{ack}:toomany")
+	_, err = tooMany.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
+	require.NoError(t, err)
+	ok, err = tooMany.TryAcquire(ctx, 3)
+	require.False(t, ok)
+	require.ErrorIs(t, err, ratelimiter.ErrReplicaAck)
+	var ackErr *ratelimiter.ReplicaAckError
+	require.ErrorAs(t, err, &ackErr)
+	require.Equal(t, replicas+1, ackErr.Wanted)
+	require.Equal(t, replicas, ackErr.Acked)
+	avail, err := tooMany.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, avail, "the permits of a grant without enough acks stay taken")
+	err = tooMany.Acquire(ctx, 1)
+	require.ErrorIs(t, err, ratelimiter.ErrReplicaAck)
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	start := time.Now()
+	_, err = tooMany.TryAcquire(dctx, 1)
+	cancel()
+	require.ErrorIs(t, err, ratelimiter.ErrReplicaAck)
+	require.Less(t, time.Since(start), time.Second, "WAIT must not outlast the context's deadline by far")
+
+	// Latency with and without, one call at a time.
+	const n = 1000
+	measure := func(l *ratelimiter.RateLimiter) (p50, p99 time.Duration) {
+		lat := make([]time.Duration, 0, n)
+		for i := 0; i < n; i++ {
+			s := time.Now()
+			ok, err := l.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			require.True(t, ok)
+			lat = append(lat, time.Since(s))
+		}
+		slices.Sort(lat)
+		return lat[n/2], lat[n*99/100]
+	}
+	measure(plain) // warm up connections and script caches
+	measure(acked)
+	p50, p99 := measure(plain)
+	a50, a99 := measure(acked)
+	t.Logf("TryAcquire latency, %d sequential calls: without replica ack p50 %v p99 %v; WithReplicaAck(%d) p50 %v p99 %v",
+		n, p50.Round(time.Microsecond), p99.Round(time.Microsecond), replicas, a50.Round(time.Microsecond), a99.Round(time.Microsecond))
+	// Every acked grant is on the replicas by the time the caller hears of it.
+	cnt, err := acked.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, cfg.Rate-2*n-1, cnt)
 }

@@ -63,6 +63,10 @@ func TestSentinel(t *testing.T) {
 		require.ErrorIs(t, err, ratelimiter.ErrCrossSlot)
 	})
 
+	t.Run("ReplicaAck", func(t *testing.T) {
+		testReplicaAck(ctx, t, newFailoverClient(t, s), 2)
+	})
+
 	t.Run("Replicated", func(t *testing.T) {
 		// What the library writes on the master reaches both replicas.
 		rdb := newFailoverClient(t, s)

@@ -156,13 +156,13 @@ func (ps *procSet) runStop() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "redistest: %s stop %s: %v\n%s", filepath.Base(ps.script), ps.dir, err, out)
 		// Last resort: never leave a process behind.
-		for _, n := range ps.nodes {
+		for _, n := range ps.list() {
 			if isOurProcess(n) {
 				_ = syscall.Kill(n.PID, syscall.SIGKILL)
 			}
 		}
 	}
-	for _, n := range ps.nodes {
+	for _, n := range ps.list() {
 		reap(n.PID, time.Second)
 	}
 }
@@ -202,6 +202,12 @@ func (ps *procSet) kill(n Node) error {
 	return fmt.Errorf("redistest: %s still accepts connections after SIGKILL", n.Addr)
 }
 
+func (ps *procSet) list() []Node {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return append([]Node(nil), ps.nodes...)
+}
+
 func (ps *procSet) isKilled(n Node) bool {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -227,13 +233,13 @@ func StartCluster(ctx context.Context, t testing.TB) *Cluster {
 // Dir is the directory holding the nodes' files (configs, logs).
 func (c *Cluster) Dir() string { return c.ps.dir }
 
-// Nodes returns every node as started (roles at start).
-func (c *Cluster) Nodes() []Node { return append([]Node(nil), c.ps.nodes...) }
+// Nodes returns every node (roles at start).
+func (c *Cluster) Nodes() []Node { return c.ps.list() }
 
 // Addrs returns the address of every node, for redis.ClusterOptions.Addrs.
 func (c *Cluster) Addrs() []string {
 	var a []string
-	for _, n := range c.ps.nodes {
+	for _, n := range c.ps.list() {
 		a = append(a, n.Addr)
 	}
 	return a
@@ -248,7 +254,7 @@ func (c *Cluster) Kill(n Node) error { return c.ps.kill(n) }
 // Alive returns the nodes not killed by Kill.
 func (c *Cluster) Alive() []Node {
 	var a []Node
-	for _, n := range c.ps.nodes {
+	for _, n := range c.ps.list() {
 		if !c.ps.isKilled(n) {
 			a = append(a, n)
 		}
@@ -258,7 +264,7 @@ func (c *Cluster) Alive() []Node {
 
 // NodeByAddr finds a node by host:port.
 func (c *Cluster) NodeByAddr(addr string) (Node, bool) {
-	for _, n := range c.ps.nodes {
+	for _, n := range c.ps.list() {
 		if n.Addr == addr {
 			return n, true
 		}
@@ -438,6 +444,119 @@ func (c *Cluster) healthy(ctx context.Context) error {
 				if len(s.Nodes) == 0 || !alive[s.Nodes[0].Addr] {
 					return fmt.Errorf("%s: slots %d-%d still on a dead master", n.Addr, s.Start, s.End)
 				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restart starts again, with its own config file and on its own port, a
+// redis process that Kill crashed, as a supervisor would. Its data is gone
+// (persistence is off); a cluster node keeps its identity (nodes.conf) and
+// rejoins as a replica when a replica took over its slots meanwhile.
+func (ps *procSet) restart(ctx context.Context, n Node) (Node, error) {
+	if !ps.isKilled(n) {
+		return Node{}, fmt.Errorf("redistest: %s was not killed", n.Addr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(ps.dir, "*", "port"))
+	var dir string
+	for _, f := range dirs {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(n.Port) {
+			dir = filepath.Dir(f)
+		}
+	}
+	if dir == "" {
+		return Node{}, fmt.Errorf("redistest: no directory for %s", n.Addr)
+	}
+	bin := "redis-server"
+	if n.Role == "sentinel" {
+		bin = "redis-sentinel"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return Node{}, err
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "redis.log.stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return Node{}, err
+	}
+	defer log.Close()
+	cmd := exec.Command(path, filepath.Join(dir, "redis.conf"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return Node{}, err
+	}
+	go func() { _ = cmd.Wait() }() // reaps it once the stop script has killed it
+	n.PID = cmd.Process.Pid
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(n.PID)+"\n"), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		return Node{}, err
+	}
+	ps.mu.Lock()
+	for i := range ps.nodes {
+		if ps.nodes[i].Addr == n.Addr {
+			ps.nodes[i].PID = n.PID
+		}
+	}
+	ps.mu.Unlock()
+	for i := 0; ; i++ {
+		if err := Ping(ctx, n.Addr); err == nil {
+			return n, nil
+		}
+		if i >= 500 {
+			return n, fmt.Errorf("redistest: restarted %s does not answer PING", n.Addr)
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Restart starts a node that Kill crashed again (same port, same
+// nodes.conf, empty data). Once a replica has taken over its slots, the
+// node rejoins as that replica's replica. Use WaitHealthy and
+// WaitReplicasSynced afterwards.
+func (c *Cluster) Restart(ctx context.Context, n Node) (Node, error) { return c.ps.restart(ctx, n) }
+
+// WaitReplicasSynced polls (every 50 ms, until ctx is done) until every
+// living master has at least one connected replica and every living
+// replica reports master_link_status:up.
+func (c *Cluster) WaitReplicasSynced(ctx context.Context) error {
+	var last error
+	for {
+		if last = c.replicasSynced(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: replicas not in sync: %v (%w)", last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) replicasSynced(ctx context.Context) error {
+	for _, n := range c.Alive() {
+		err := nodeClient(ctx, n, func(r *redis.Client) error {
+			info, err := r.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			switch {
+			case strings.Contains(info, "role:master"):
+				if strings.Contains(info, "connected_slaves:0") {
+					return fmt.Errorf("%s: master without replica", n.Addr)
+				}
+			case !strings.Contains(info, "master_link_status:up"):
+				return fmt.Errorf("%s: replica link not up", n.Addr)
+			case !strings.Contains(info, "master_sync_in_progress:0"):
+				return fmt.Errorf("%s: replica still syncing", n.Addr)
 			}
 			return nil
 		})

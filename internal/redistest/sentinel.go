@@ -48,7 +48,7 @@ func (s *Sentinel) Kill(n Node) error { return s.ps.kill(n) }
 // redis.FailoverOptions.SentinelAddrs.
 func (s *Sentinel) SentinelAddrs() []string {
 	var a []string
-	for _, n := range s.ps.nodes {
+	for _, n := range s.ps.list() {
 		if n.Role == "sentinel" {
 			a = append(a, n.Addr)
 		}
@@ -60,7 +60,7 @@ func (s *Sentinel) SentinelAddrs() []string {
 // start).
 func (s *Sentinel) Servers() []Node {
 	var a []Node
-	for _, n := range s.ps.nodes {
+	for _, n := range s.ps.list() {
 		if n.Role != "sentinel" {
 			a = append(a, n)
 		}
@@ -70,7 +70,7 @@ func (s *Sentinel) Servers() []Node {
 
 // NodeByAddr finds a process by host:port.
 func (s *Sentinel) NodeByAddr(addr string) (Node, bool) {
-	for _, n := range s.ps.nodes {
+	for _, n := range s.ps.list() {
 		if n.Addr == addr {
 			return n, true
 		}
@@ -82,7 +82,7 @@ func (s *Sentinel) NodeByAddr(addr string) (Node, bool) {
 // (SENTINEL GET-MASTER-ADDR-BY-NAME).
 func (s *Sentinel) Master(ctx context.Context) (Node, error) {
 	var first error
-	for _, n := range s.ps.nodes {
+	for _, n := range s.ps.list() {
 		if n.Role != "sentinel" || s.ps.isKilled(n) {
 			continue
 		}
@@ -128,7 +128,7 @@ func (s *Sentinel) WaitFailover(ctx context.Context, old Node) (Node, error) {
 
 func (s *Sentinel) newMaster(ctx context.Context, old Node) (Node, error) {
 	var m Node
-	for _, n := range s.ps.nodes {
+	for _, n := range s.ps.list() {
 		if n.Role != "sentinel" || s.ps.isKilled(n) {
 			continue
 		}
