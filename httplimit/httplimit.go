@@ -45,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,14 +112,26 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 	}
 }
 
-// KeyByRoute returns a KeyFunc that keys requests by method and URL path
-// (one limiter per route, shared by all clients) as "route:" + method + " "
-// + path. Combine it with a client key by writing your own KeyFunc.
+// KeyByRoute returns a KeyFunc that keys requests by route, one limiter
+// per route shared by all clients: "route:" + the http.ServeMux pattern
+// that matched (r.Pattern, set when the Limiter wraps a handler
+// registered on a ServeMux, with "{" and "}" of wildcards written "<"
+// and ">"), or else "route:" + method + " " + URL path.
+// Paths are chosen by clients, so prefer wrapping registered handlers,
+// and set Config.KeepAlive so unused limiters expire. Combine it with a
+// client key by writing your own KeyFunc.
 func KeyByRoute() KeyFunc {
+	// Wildcards such as {id} become <id>: braces would make the name
+	// unsafe (and hashed), see Limiter.Name.
 	return func(r *http.Request) string {
+		if r.Pattern != "" {
+			return "route:" + routeBraces.Replace(r.Pattern)
+		}
 		return "route:" + r.Method + " " + r.URL.Path
 	}
 }
+
+var routeBraces = strings.NewReplacer("{", "<", "}", ">")
 
 // FailureMode says what the middleware does when Redis (or the limiter)
 // returns an error instead of a decision.
@@ -193,7 +206,7 @@ func WithClientOptions(opts ...ratelimiter.Option) Option {
 func WithPrefix(p string) Option {
 	return func(l *Limiter) {
 		if !safeName(p, maxKeyLen) {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable characters without spaces, '{' or '}'", ErrInvalidOption, p, maxKeyLen))
+			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, maxKeyLen))
 		}
 		l.prefix = p
 	}
@@ -391,7 +404,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 func (l *Limiter) HandlerFunc(next http.HandlerFunc) http.Handler { return l.Handler(next) }
 
 // Name returns the limiter name used for key: Prefix + key when the key is
-// at most 128 printable characters without spaces, '{' or '}', otherwise
+// at most 128 printable ASCII characters without '{' or '}', otherwise
 // Prefix + "sha256:" + the hex SHA-256 of the key, so that no request can
 // choose a name that breaks Redis Cluster slots or bloats Redis.
 func (l *Limiter) Name(key string) string {
@@ -527,7 +540,7 @@ func safeName(s string, max int) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c <= ' ' || c >= 0x7f || c == '{' || c == '}' {
+		if c < ' ' || c >= 0x7f || c == '{' || c == '}' {
 			return false
 		}
 	}

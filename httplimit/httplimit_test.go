@@ -440,3 +440,22 @@ func TestPerClientMode(t *testing.T) {
 		assert.Equal(t, int64(1), n, id)
 	}
 }
+
+// KeyByRoute shares one limiter per ServeMux pattern among all clients
+// and all paths the pattern matches.
+func TestKeyByRoute(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 2, Interval: time.Minute},
+		httplimit.WithPrefix(p), httplimit.WithKey(httplimit.KeyByRoute()))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", lim.Handler(&counting{}))
+	mux.Handle("GET /other", lim.Handler(&counting{}))
+	srv := serve(t, mux)
+	assert.Equal(t, 200, get(t, srv.URL+"/items/1").StatusCode)
+	assert.Equal(t, 200, get(t, srv.URL+"/items/2").StatusCode)
+	assert.Equal(t, 429, get(t, srv.URL+"/items/3").StatusCode)
+	assert.Equal(t, 200, get(t, srv.URL+"/other").StatusCode)
+	assert.Equal(t, "2", rdb.HGet(context.Background(), p+"route:GET /items/<id>", "rate").Val())
+}

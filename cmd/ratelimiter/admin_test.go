@@ -251,3 +251,13 @@ func TestUsageErrors(t *testing.T) {
 	ok(t, cli(t, "set-rate", "--rate", "1", "--interval", "1s", "--", "-"+name))
 	assert.Equal(t, int64(1), rdb.Exists(context.Background(), "-"+name).Val())
 }
+
+// The demo subcommand keeps its own flags; a --url before it is passed on.
+func TestDemoStillRuns(t *testing.T) {
+	t.Parallel()
+	name := uniqueName(t)
+	r := ok(t, cliEnv(t, nil, "--url", "redis://"+redisAddr+"/0", "demo", "--name", name,
+		"--rate", "5", "--interval", "1s", "--workers", "2", "--duration", "1200ms"))
+	assert.Contains(t, r.stdout, "total granted")
+	assert.Equal(t, "5", newRedis(t).HGet(context.Background(), name, "rate").Val())
+}
