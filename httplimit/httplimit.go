@@ -10,6 +10,11 @@
 // Too Many Requests with Retry-After, or waits up to a bound when WithWait
 // is given.
 //
+// Every distinct key makes a limiter of three keys in Redis that stays
+// until deleted, unless Config.KeepAlive is set: with keys that clients
+// choose (IP addresses, API keys, paths) set KeepAlive to a few intervals
+// so that the limiters of clients that went away expire.
+//
 // Responses carry the RateLimit-Policy and RateLimit fields of the IETF
 // httpapi draft "RateLimit header fields for HTTP",
 // draft-ietf-httpapi-ratelimit-headers-11 (May 2026):
@@ -352,19 +357,13 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Li
 		return nil, l.err
 	}
 	l.client = ratelimiter.NewClient(rdb, l.copts...)
-	// An invalid client option shows on the first limiter made.
-	if _, err := l.client.RateLimiter("probe").Exists(canceled); err != nil && errors.Is(err, ratelimiter.ErrInvalidArgument) {
+	// An invalid client option shows on the first limiter made; releasing
+	// 0 permits reports it and sends nothing.
+	if err := l.client.RateLimiter("probe").Release(context.Background(), 0); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
 	return l, nil
 }
-
-// canceled is a done context: a call made with it fails before sending.
-var canceled = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 // Client returns the ratelimiter.Client the Limiter draws permits with,
 // for example to look at or change a key's limiter:
