@@ -32,7 +32,9 @@
 //
 // When Redis fails, the middleware by default fails open: the request is
 // served unlimited and the error goes to the error hook. WithFailClosed
-// makes it answer 503 Service Unavailable instead.
+// makes it answer 503 Service Unavailable instead. A limiter whose rate
+// was lowered below the permits a request takes refuses every request
+// (429, with the error also sent to the hook) in either mode.
 //
 // Protecting a handler:
 //
@@ -426,6 +428,12 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	start := time.Now()
 	granted, hint, err := l.take(r.Context(), rl)
 	d.Waited = time.Since(start)
+	if errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
+		// The limiter's rate was lowered below the permits a request
+		// takes: no request can pass, whatever the failure mode.
+		l.report(r, err)
+		granted, hint, err = false, time.Duration(l.cfg.Interval), nil
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			// The client has gone (or the server is shutting down): there

@@ -459,3 +459,27 @@ func TestKeyByRoute(t *testing.T) {
 	assert.Equal(t, 200, get(t, srv.URL+"/other").StatusCode)
 	assert.Equal(t, "2", rdb.HGet(context.Background(), p+"route:GET /items/<id>", "rate").Val())
 }
+
+// A rate lowered below the permits a request takes refuses (429) even when
+// failing open, and tells the hook why.
+func TestRateBelowPermitsRefuses(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix(t)
+	var hooked error
+	var mu sync.Mutex
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 5, Interval: 3 * time.Second},
+		httplimit.WithPrefix(p), httplimit.WithPermits(3),
+		httplimit.WithErrorHook(func(r *http.Request, err error) { mu.Lock(); hooked = err; mu.Unlock() }))
+	require.NoError(t, err)
+	require.NoError(t, lim.Client().RateLimiter(p+"ip:127.0.0.1").SetRate(context.Background(),
+		ratelimiter.Config{Rate: 2, Interval: 3 * time.Second}))
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+	resp := get(t, srv.URL)
+	assert.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "3", resp.Header.Get("Retry-After"))
+	assert.Zero(t, h.n.Load())
+	mu.Lock()
+	assert.ErrorIs(t, hooked, ratelimiter.ErrPermitsExceedRate)
+	mu.Unlock()
+}
