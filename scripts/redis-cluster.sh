@@ -81,7 +81,7 @@ cluster_ready() { # PORTS...
 
 cmd_start() {
 	local dir=$1 i ports=() addrs=() d
-	need_bins "$REDIS_SERVER" "$REDIS_CLI" ss timeout
+	need_bins "$REDIS_SERVER" "$REDIS_CLI" timeout
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	[[ -e $dir/nodes ]] && die "$dir/nodes exists: stop the old cluster first"

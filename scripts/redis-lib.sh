@@ -26,9 +26,10 @@ need_bins() {
 	done
 }
 
-# port_free PORT: nothing listens on PORT (TCP, any address).
+# port_free PORT: nothing accepts connections on 127.0.0.1:PORT (bash's
+# /dev/tcp, so no extra tool is needed; a refused connect returns at once).
 port_free() {
-	[[ -z $(ss -Htln "( sport = :$1 )" 2>/dev/null) ]]
+	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 # pick_port: print a port that is free now and not handed out before by this script run.

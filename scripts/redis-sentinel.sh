@@ -114,7 +114,7 @@ setup_ready() { # MASTERPORT "REPLICAPORTS" "SENTINELPORTS"
 
 cmd_start() {
 	local dir=$1 i d mport rports=() sports=()
-	need_bins "$REDIS_SERVER" "$REDIS_SENTINEL" "$REDIS_CLI" ss timeout paste
+	need_bins "$REDIS_SERVER" "$REDIS_SENTINEL" "$REDIS_CLI" timeout paste
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	[[ -e $dir/nodes ]] && die "$dir/nodes exists: stop the old setup first"

@@ -47,9 +47,9 @@ func scriptPath(name string) (string, error) {
 // binaries is missing.
 func needBinaries(t testing.TB, bins ...string) {
 	t.Helper()
-	for _, b := range append([]string{"bash", "ss", "timeout"}, bins...) {
+	for _, b := range append([]string{"bash", "timeout"}, bins...) {
 		if _, err := exec.LookPath(b); err != nil {
-			msg := fmt.Sprintf("redistest: %s not found on PATH (apt-get install -y redis-server redis-sentinel redis-tools iproute2)", b)
+			msg := fmt.Sprintf("redistest: %s not found on PATH (apt-get install -y redis-server redis-sentinel redis-tools)", b)
 			if Required() {
 				t.Fatal(msg)
 			}
