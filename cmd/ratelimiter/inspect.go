@@ -20,7 +20,7 @@ import (
 )
 
 func init() {
-	adminCommand("inspect", "show config, TTLs, values and every permit record decoded (read-only)", "[-o json]", inspectCmd)
+	adminCommand("inspect", "show config, TTLs, values and every permit record decoded (read-only)", "[--max-records N] [-o json]", inspectCmd)
 	adminCommand("watch", "refresh available permits, grants per second and a bar every second until interrupted (read-only)",
 		"[--every D] [--count N] [-o json]", watchCmd)
 }
@@ -34,7 +34,9 @@ type record struct {
 	AgeMS     int64     `json:"age_ms"`
 	Permits   uint32    `json:"permits"`
 	RandomHex string    `json:"random_hex"`
-	Format    string    `json:"format"`
+	// RandomText is the decimal text of an Lc0I record's random part.
+	RandomText string `json:"random_text,omitempty"`
+	Format     string `json:"format"`
 	// Expired: past the interval (score <= now - interval) but still in
 	// the set; the next acquisition or availablePermits releases it.
 	Expired bool   `json:"expired"`
@@ -53,6 +55,7 @@ type budget struct {
 	PermitsKey     string   `json:"permits_key"`
 	PermitsTTLMS   int64    `json:"permits_ttl_ms"`
 	Records        []record `json:"records"`
+	RecordsTotal   int      `json:"records_total"`
 	InWindow       int64    `json:"permits_in_window"`
 	RecordsWindow  int      `json:"records_in_window"`
 	ExpiredPermits int64    `json:"expired_permits"`
@@ -253,10 +256,9 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Ra
 				}
 			} else {
 				rec.Permits, rec.Format = dm.Permits, dm.Format.String()
+				rec.RandomHex = hex.EncodeToString(dm.Random)
 				if dm.Format == ratelimiter.FormatLc0I {
-					rec.RandomHex = hex.EncodeToString(dm.Random) + " (" + string(dm.Random) + ")"
-				} else {
-					rec.RandomHex = hex.EncodeToString(dm.Random)
+					rec.RandomText = string(dm.Random)
 				}
 			}
 			rec.Expired = in.Config != nil && score <= now.UnixMilli()-intervalMS
@@ -269,6 +271,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Ra
 			}
 			b.Records = append(b.Records, rec)
 		}
+		b.RecordsTotal = len(b.Records)
 		if in.Config != nil {
 			a := availableNow(in.cfg.Rate, b.Value, b.InWindow, b.ExpiredPermits)
 			b.AvailableNow = &a
@@ -305,10 +308,21 @@ func ttlText(ms int64) string {
 }
 
 func inspectCmd(fs *flag.FlagSet) action {
-	return action{run: func(c *cli) error {
+	maxRecords := fs.Int("max-records", 1000, "list at most this many records per budget, newest last (0: all); totals always count all")
+	return action{check: func(c *cli) error {
+		if *maxRecords < 0 {
+			return usagef("--max-records must not be negative")
+		}
+		return nil
+	}, run: func(c *cli) error {
 		in, err := inspect(c.ctx, c.rdb, c.lim)
 		if err != nil {
 			return err
+		}
+		for i := range in.Budgets {
+			if b := &in.Budgets[i]; *maxRecords > 0 && len(b.Records) > *maxRecords {
+				b.Records = b.Records[len(b.Records)-*maxRecords:]
+			}
 		}
 		if err := c.emit(in, func(w io.Writer) { printInspection(w, in) }); err != nil {
 			return err
@@ -380,6 +394,9 @@ func printInspection(w io.Writer, in *inspection) {
 		if len(b.Records) == 0 {
 			continue
 		}
+		if len(b.Records) < b.RecordsTotal {
+			fmt.Fprintf(w, "  showing the newest %d of %d records (--max-records)\n", len(b.Records), b.RecordsTotal)
+		}
 		tw := table(w)
 		fmt.Fprintln(tw, "  TIME\tAGE\tPERMITS\tFORMAT\tRANDOM\tSTATE")
 		for _, r := range b.Records {
@@ -388,6 +405,9 @@ func printInspection(w io.Writer, in *inspection) {
 				state = "expired, not released"
 			}
 			format, random := r.Format, r.RandomHex
+			if r.RandomText != "" {
+				random += " (" + r.RandomText + ")"
+			}
 			if r.Error != "" {
 				format, random = "?", r.RawHex
 			}

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,13 +43,14 @@ type inspection struct {
 		Expired      int64  `json:"expired_permits"`
 		AvailableNow *int64 `json:"available_now"`
 		Records      []struct {
-			ScoreMS   int64  `json:"score_ms"`
-			AgeMS     int64  `json:"age_ms"`
-			Permits   uint32 `json:"permits"`
-			RandomHex string `json:"random_hex"`
-			Format    string `json:"format"`
-			Expired   bool   `json:"expired"`
-			Error     string `json:"error"`
+			ScoreMS    int64  `json:"score_ms"`
+			AgeMS      int64  `json:"age_ms"`
+			Permits    uint32 `json:"permits"`
+			RandomHex  string `json:"random_hex"`
+			RandomText string `json:"random_text"`
+			Format     string `json:"format"`
+			Expired    bool   `json:"expired"`
+			Error      string `json:"error"`
 		} `json:"records"`
 	} `json:"budgets"`
 	Clients []string `json:"per_client_ids"`
@@ -125,6 +128,16 @@ func TestInspectDecodesRecords(t *testing.T) {
 		assert.False(t, rec.Expired)
 		assert.Empty(t, rec.Error)
 		got[rec.Format] = rec.Permits
+		switch rec.Format {
+		case "Lc0I":
+			_, err := strconv.ParseInt(rec.RandomText, 10, 64)
+			assert.NoError(t, err, "Lc0I random part is the decimal text of an int64: %q", rec.RandomText)
+			assert.Equal(t, hex.EncodeToString([]byte(rec.RandomText)), rec.RandomHex)
+		case "fI":
+			assert.Len(t, rec.RandomHex, 8)
+		case "Bc0I":
+			assert.Len(t, rec.RandomHex, 32)
+		}
 	}
 	assert.Equal(t, map[string]uint32{"Bc0I": 2, "Lc0I": 3, "fI": 1}, got)
 
@@ -134,6 +147,18 @@ func TestInspectDecodesRecords(t *testing.T) {
 		assert.Contains(t, r.stdout, want)
 	}
 	assert.Equal(t, before, dump(t, rdb, name, value, permits))
+
+	// --max-records lists the newest records only; the totals still count all.
+	r = ok(t, cli(t, "inspect", name, "--max-records", "2", "-o", "json"))
+	var short inspection
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &short), r.stdout)
+	require.Len(t, short.Budgets[0].Records, 2)
+	assert.Equal(t, b.Records[2].ScoreMS, short.Budgets[0].Records[0].ScoreMS)
+	assert.Equal(t, b.Records[3].RandomHex, short.Budgets[0].Records[1].RandomHex)
+	assert.Equal(t, int64(6), short.Budgets[0].InWindow)
+	assert.Equal(t, int64(4), short.Budgets[0].Expired)
+	r = ok(t, cli(t, "inspect", name, "--max-records", "1"))
+	assert.Contains(t, r.stdout, "showing the newest 1 of 4 records")
 }
 
 // inspect finds the PER_CLIENT keys of every client with SCAN and shows
