@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -309,4 +310,32 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	}
 	// Already done: nothing is sent.
 	require.True(t, errors.Is(l.Acquire(cctx, 1), context.Canceled))
+}
+
+// TestWaitsLeakNoGoroutines: waits that end by grant, cancellation or an
+// early deadline leave no goroutine behind.
+func TestWaitsLeakNoGoroutines(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	_, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	before := runtime.NumGoroutine()
+
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(2)
+		cctx, cancel := context.WithCancel(ctx)
+		go func() { defer wg.Done(); _ = l.Acquire(cctx, 1) }()
+		go func() { defer wg.Done(); cancel() }()
+		dctx, dcancel := context.WithTimeout(ctx, time.Minute)
+		_ = l.Acquire(dctx, 1)
+		dcancel()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before)
 }
