@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -482,4 +483,83 @@ func TestRateBelowPermitsRefuses(t *testing.T) {
 	mu.Lock()
 	assert.ErrorIs(t, hooked, ratelimiter.ErrPermitsExceedRate)
 	mu.Unlock()
+}
+
+// Concurrent clients with WithWait all get through, each after waiting
+// its turn; the handler runs once per request.
+func TestWaitConcurrent(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 4, Interval: 100 * time.Millisecond},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithWait(20*time.Second))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+	const clients = 12
+	var wg sync.WaitGroup
+	codes := make([]int, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(srv.URL)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		assert.Equal(t, 200, c, "client %d", i)
+	}
+	assert.Equal(t, int64(clients), h.n.Load())
+}
+
+// A client that gives up while its request waits for a permit (an hour
+// away): the request ends without reaching the handler and without an
+// error report.
+func TestWaitClientGone(t *testing.T) {
+	rdb := newRedis(t)
+	var hooked atomic.Int64
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Hour},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithWait(2*time.Hour),
+		httplimit.WithErrorHook(func(*http.Request, error) { hooked.Add(1) }))
+	require.NoError(t, err)
+	h := &counting{}
+	entered, done := make(chan struct{}, 2), make(chan struct{}, 2)
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		defer func() { done <- struct{}{} }()
+		lim.Handler(h).ServeHTTP(w, r)
+	}))
+	require.Equal(t, 200, get(t, srv.URL).StatusCode)
+	<-entered
+	<-done
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second request never reached the server")
+	}
+	cancel() // hang up while the middleware acquires or waits
+	require.Error(t, <-errc)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting request did not end when its client went away")
+	}
+	assert.Equal(t, int64(1), h.n.Load(), "the handler ran only for the first request")
+	assert.Zero(t, hooked.Load())
 }
