@@ -369,8 +369,8 @@ func printInspection(w io.Writer, in *inspection) {
 		fmt.Fprintln(w, "\nPER_CLIENT client ids found (SCAN): none")
 	}
 	for _, b := range in.Budgets {
-		if b.Scope == "client" && b.Value == nil && len(b.Records) == 0 {
-			continue
+		if !b.Active && b.Value == nil && len(b.Records) == 0 && (b.Scope == "client" || in.Config != nil) {
+			continue // no state of a mode the limiter is not in
 		}
 		who := "overall"
 		if b.Scope == "client" {
