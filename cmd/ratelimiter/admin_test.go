@@ -261,3 +261,16 @@ func TestDemoStillRuns(t *testing.T) {
 	assert.Contains(t, r.stdout, "total granted")
 	assert.Equal(t, "5", newRedis(t).HGet(context.Background(), name, "rate").Val())
 }
+
+// --name-prefix maps names like a Redisson NameMapper that adds a prefix.
+func TestNamePrefix(t *testing.T) {
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "--name-prefix", "tenant1:", "set-rate", name, "--rate", "3", "--interval", "1m"))
+	ok(t, cli(t, "acquire", name, "--name-prefix", "tenant1:"))
+	assert.Equal(t, "3", rdb.HGet(context.Background(), "tenant1:"+name, "rate").Val())
+	assert.Equal(t, "2", rdb.Get(context.Background(), "{tenant1:"+name+"}:value").Val())
+	failsWith(t, 1, cli(t, "config", name)) // without the prefix: another limiter
+	r := ok(t, cli(t, "inspect", name, "--name-prefix", "tenant1:", "-o", "json"))
+	assert.Contains(t, r.stdout, `"config_key":"tenant1:`+name+`"`)
+}

@@ -123,6 +123,9 @@ func (c *cli) exec(pos []string, act action) error {
 	if c.g.clientID != "" {
 		opts = append(opts, ratelimiter.WithClientID(c.g.clientID))
 	}
+	if p := c.g.prefix; p != "" {
+		opts = append(opts, ratelimiter.WithNameMapper(func(name string) string { return p + name }))
+	}
 	// go-redis logs dial failures on its own; the one-line message below
 	// says it all.
 	redis.SetLogger(quietLogger{})

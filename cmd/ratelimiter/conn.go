@@ -22,6 +22,7 @@ type globals struct {
 	cluster  string
 	sentinel string
 	clientID string
+	prefix   string
 	format   string
 	output   string
 	timeout  time.Duration
@@ -34,6 +35,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.cluster, "cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
 	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
 	fs.StringVar(&g.clientID, "client-id", "", "client id naming this client's PER_CLIENT keys (default: a new random UUID)")
+	fs.StringVar(&g.prefix, "name-prefix", "", "prefix put before every limiter name, like a Redisson NameMapper that adds one")
 	fs.StringVar(&g.format, "format", "current", "permit record format to write: current (Redisson >= 3.21), lc0i (3.16.4-3.20), fi (<= 3.16.3)")
 	fs.StringVar(&g.output, "o", "table", "output: table or json")
 	fs.StringVar(&g.output, "output", "table", "same as -o")
