@@ -91,7 +91,7 @@ func TestInterleavedAcquisitions(t *testing.T) {
 			t.Fatalf("%s tryAcquireTimeout(%d, %v) = false: %s's permits did not come back", p.a, rate, 3*interval, p.b)
 		}
 		sameAvailable(t, ctx, p, name, 0, "a took the whole rate back")
-		// A wait hint from one side's refusal is enough for the other side's permits.
+		// Nothing is left for either side.
 		ok := must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1))
 		if ok {
 			t.Fatalf("%s tryAcquire(1) granted with nothing available", p.b)

@@ -1,0 +1,383 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+)
+
+// TestMixedLoad: one OVERALL limiter of 50 permits per second; 4 Go goroutines
+// and 4 Java threads take permits as fast as they can, first with
+// tryAcquire, then with blocking acquire. Checked from the grant times that
+// both sides recorded, and from the exact scores of every permit record
+// (an observer reads the sorted set faster than records can expire):
+//   - every grant is one record (Java + Go grants = distinct records seen);
+//   - no window of one interval holds more than the rate;
+//   - at least 90% of rate x duration is granted.
+//
+// 4.7.0 runs 10 s per mode; the older versions 3 s per mode to keep the suite short.
+func TestMixedLoad(t *testing.T) {
+	for _, v := range Versions {
+		dur := 3 * time.Second
+		if v == "4.7.0" {
+			dur = 10 * time.Second
+		}
+		t.Run(v, func(t *testing.T) {
+			for _, mode := range []string{"try", "acquire"} {
+				t.Run(mode, func(t *testing.T) { mixedLoad(t, v, mode, dur, loadWorkers, loadWorkers) })
+			}
+			if v == "4.7.0" {
+				// Baseline for the window figures: Redisson on its own, 8 threads.
+				t.Run("redisson-only", func(t *testing.T) { mixedLoad(t, v, "try", 3*time.Second, 2*loadWorkers, 0) })
+			}
+		})
+	}
+}
+
+// stampTolerance: every client stamps a record with its own clock before its
+// script reaches Redis, so under concurrency two scripts can run in the
+// opposite order of their stamps, by up to the client-to-Redis lag. Then a
+// record is released by a later-stamped call before an earlier-stamped grant
+// runs, and a window of exactly one interval can hold a few more than the
+// rate (Redisson alone, 8 Java threads, 50/s: up to 54 in 1000 ms). The
+// limit holds exactly for windows shorter by the lag; the checks use
+// interval - stampTolerance and log the full-interval figures.
+const stampTolerance = 50
+
+const (
+	loadRate     = 50
+	loadInterval = time.Second
+	loadWorkers  = 4 // per side
+)
+
+func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goWorkers int) {
+	peer := peerFor(t, v)
+	c := rdb(t)
+	name := limName(t, "load")
+	ctx := ctxT(t, dur+2*time.Minute)
+	setup := newGoClient(t, v).RateLimiter(name)
+	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: loadRate, Interval: loadInterval}); err != nil {
+		t.Fatal(err)
+	}
+	permitsKey := setup.Keys().Permits
+
+	// Observer: every record ever in the permits set, with its exact score.
+	seen := map[string]float64{}
+	obsStop := make(chan struct{})
+	obsDone := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			zs, err := c.ZRangeWithScores(ctx, permitsKey, 0, -1).Result()
+			if err != nil {
+				obsDone <- err
+				return
+			}
+			for _, z := range zs {
+				seen[z.Member.(string)] = z.Score
+			}
+			select {
+			case <-obsStop:
+				// One last read: records added since the previous one.
+				zs, err := c.ZRangeWithScores(ctx, permitsKey, 0, -1).Result()
+				for _, z := range zs {
+					seen[z.Member.(string)] = z.Score
+				}
+				obsDone <- err
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	start := time.Now()
+	deadline := start.Add(dur)
+
+	// Java: 4 threads in the peer.
+	type javaResult struct {
+		times []int64
+		err   error
+	}
+	javaCh := make(chan javaResult, 1)
+	go func() {
+		s, err := peer.Do(ctx, "load", name, javaThreads, dur.Milliseconds(), mode, 1)
+		if err != nil {
+			javaCh <- javaResult{err: err}
+			return
+		}
+		f := strings.Fields(s)
+		n, _ := strconv.Atoi(f[0])
+		if len(f) != n+1 {
+			javaCh <- javaResult{err: fmt.Errorf("load answer has %d times, count %d", len(f)-1, n)}
+			return
+		}
+		times := make([]int64, n)
+		for i := range times {
+			times[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+		}
+		javaCh <- javaResult{times: times}
+	}()
+
+	// Go: 4 goroutines, each with its own client whose clock records the
+	// exact millisecond it stamps a record with.
+	var mu sync.Mutex
+	var goTimes []int64
+	var goErr error
+	var wg sync.WaitGroup
+	shared := rdb(t)
+	for i := 0; i < goWorkers; i++ {
+		var last int64 // written and read only by worker i's goroutine
+		cl := ratelimiter.NewClient(shared, ratelimiter.WithMemberFormat(formatFor(v)), ratelimiter.WithClock(func() time.Time {
+			now := time.Now()
+			last = now.UnixMilli()
+			return now
+		}))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rl := cl.RateLimiter(name)
+			var mine []int64
+			var err error
+			wctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
+			defer cancel()
+			for time.Now().Before(deadline) {
+				var ok bool
+				if mode == "try" {
+					ok, err = rl.TryAcquire(wctx, 1)
+				} else {
+					err = rl.Acquire(wctx, 1)
+					ok = err == nil
+				}
+				if err != nil {
+					break
+				}
+				if ok {
+					mine = append(mine, last)
+				}
+			}
+			mu.Lock()
+			goTimes = append(goTimes, mine...)
+			if err != nil && goErr == nil {
+				goErr = err
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	jr := <-javaCh
+	close(obsStop)
+	if err := <-obsDone; err != nil {
+		t.Fatalf("observer: %v", err)
+	}
+	if goErr != nil {
+		t.Fatalf("go worker: %v", goErr)
+	}
+	if jr.err != nil {
+		t.Fatalf("java load: %v", jr.err)
+	}
+
+	all := append(append([]int64(nil), jr.times...), goTimes...)
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	scores := make([]int64, 0, len(seen))
+	for _, s := range seen {
+		scores = append(scores, int64(s))
+	}
+	sort.Slice(scores, func(i, j int) bool { return scores[i] < scores[j] })
+
+	startMs, endMs := start.UnixMilli(), deadline.UnixMilli()
+	inDur := 0
+	for _, s := range scores {
+		if s >= startMs && s < endMs {
+			inDur++
+		}
+	}
+	want := int(int64(loadRate) * dur.Milliseconds() / loadInterval.Milliseconds())
+	iv := loadInterval.Milliseconds()
+	worstRec, atRec := worstWindow(all, iv)
+	worstExact, atExact := worstWindow(scores, iv)
+	tolRec, _ := worstWindow(all, iv-stampTolerance)
+	tolExact, atTol := worstWindow(scores, iv-stampTolerance)
+	t.Logf("Redisson %s (%d threads) + Go (%d goroutines), %s, %v: granted %d (java %d, go %d; %d records seen), %d within the %v; rate x duration %d (%.1f%%); worst %dms window: %d by recorded times (at +%dms), %d by record scores (at +%dms); worst %dms window: %d by recorded times, %d by record scores",
+		v, javaThreads, goWorkers, mode, dur, len(all), len(jr.times), len(goTimes), len(scores), inDur, dur, want,
+		100*float64(inDur)/float64(want), iv, worstRec, atRec-startMs, worstExact, atExact-startMs,
+		iv-stampTolerance, tolRec, tolExact)
+
+	if len(scores) != len(all) {
+		t.Errorf("%d grants reported (java %d + go %d) but %d distinct permit records seen", len(all), len(jr.times), len(goTimes), len(scores))
+	}
+	if tolExact > loadRate {
+		t.Errorf("%d records scored within %dms (at +%dms), rate %d per %dms", tolExact, iv-stampTolerance, atTol-startMs, loadRate, iv)
+	}
+	if tolRec > loadRate {
+		t.Errorf("%d grants recorded within %dms, rate %d per %dms", tolRec, iv-stampTolerance, loadRate, iv)
+	}
+	if inDur*10 < want*9 {
+		t.Errorf("granted %d within %v, less than 90%% of %d", inDur, dur, want)
+	}
+	if len(jr.times) == 0 || goWorkers > 0 && len(goTimes) == 0 {
+		t.Errorf("one side got nothing: java %d, go %d", len(jr.times), len(goTimes))
+	}
+}
+
+// worstWindow returns the most times within any half-open window [t, t+w)
+// and where it starts.
+func worstWindow(times []int64, w int64) (int, int64) {
+	best, at := 0, int64(0)
+	j := 0
+	for i := range times {
+		for j < len(times) && times[j] < times[i]+w {
+			j++
+		}
+		if j-i > best {
+			best, at = j-i, times[i]
+		}
+	}
+	return best, at
+}
+
+func TestWorstWindow(t *testing.T) {
+	cases := []struct {
+		times []int64
+		want  int
+	}{
+		{nil, 0},
+		{[]int64{0, 999, 1000}, 2},
+		{[]int64{0, 1, 2, 1000, 1001}, 3},
+		{[]int64{5, 5, 5, 1004}, 4},
+		{[]int64{5, 5, 5, 1005}, 3},
+	}
+	for _, c := range cases {
+		if got, _ := worstWindow(c.times, 1000); got != c.want {
+			t.Errorf("worstWindow(%v) = %d, want %d", c.times, got, c.want)
+		}
+	}
+}
+
+// TestScriptCost measures the Redis server time of one tryAcquire script,
+// Redisson's and the Go library's, on the granted path (a window holding
+// 10,000 to 15,000 records) and on the refused path, from INFO commandstats
+// (EVAL + EVALSHA usec per call), and prints both and the ratio Go/Redisson.
+// Run: go test ./compat -run TestScriptCost -v
+func TestScriptCost(t *testing.T) {
+	const (
+		fill = 10000
+		n    = 5000
+	)
+	v := Versions[0]
+	peer := peerFor(t, v)
+	c := rdb(t)
+	ctx := ctxT(t, 5*time.Minute)
+	g := newGoClient(t, v)
+
+	type result struct{ java, gou float64 }
+	res := map[string]*result{}
+	for _, path := range []string{"granted", "refused"} {
+		res[path] = &result{}
+		for _, who := range []string{"redisson", "go"} {
+			name := limName(t, path+"."+who)
+			rl := g.RateLimiter(name)
+			var cfg ratelimiter.Config
+			pre := fill
+			if path == "granted" {
+				// 60 s so that no record leaves the window while measuring.
+				cfg = ratelimiter.Config{Rate: 1_000_000, Interval: time.Minute}
+			} else {
+				cfg = ratelimiter.Config{Rate: 10, Interval: time.Minute}
+				pre = 10
+			}
+			if _, err := rl.TrySetRate(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			run := func(count int) (granted int) {
+				if who == "redisson" {
+					s, err := peer.Do(ctx, "bench", name, count)
+					if err != nil {
+						t.Fatal(err)
+					}
+					granted, _ = strconv.Atoi(strings.Fields(s)[0])
+					return granted
+				}
+				for i := 0; i < count; i++ {
+					ok, err := rl.TryAcquire(ctx, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						granted++
+					}
+				}
+				return granted
+			}
+			if got := run(pre); got != pre {
+				t.Fatalf("%s %s: filling granted %d of %d", who, path, got, pre)
+			}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			got := run(n)
+			if path == "granted" && got != n || path == "refused" && got != 0 {
+				t.Fatalf("%s %s path: %d of %d granted", who, path, got, n)
+			}
+			calls, usec := evalStats(t, ctx, c)
+			if calls != n {
+				t.Fatalf("%s %s: commandstats counted %d script calls, want %d", who, path, calls, n)
+			}
+			per := float64(usec) / float64(calls)
+			if who == "redisson" {
+				res[path].java = per
+			} else {
+				res[path].gou = per
+			}
+			zc := c.ZCard(ctx, rl.Keys().Permits).Val()
+			t.Logf("%s path, %s: %d calls, %.2f usec/call of Redis time (window holds %d records)", path, who, calls, per, zc)
+		}
+	}
+	for _, path := range []string{"granted", "refused"} {
+		r := res[path]
+		t.Logf("SCRIPT COST %s path: Redisson %s %.2f usec/call, Go %.2f usec/call, Go/Redisson = %.2f", path, v, r.java, r.gou, r.gou/r.java)
+	}
+}
+
+// evalStats sums calls and usec of EVAL and EVALSHA since the last CONFIG RESETSTAT.
+func evalStats(t *testing.T, ctx context.Context, c *redis.Client) (calls, usec int64) {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "calls":
+				calls += n
+			case "usec":
+				usec += n
+			}
+		}
+	}
+	if calls == 0 {
+		t.Fatal(errors.New("no EVAL/EVALSHA in INFO commandstats"))
+	}
+	return calls, usec
+}
