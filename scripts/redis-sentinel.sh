@@ -10,6 +10,10 @@
 # SENTINEL_MASTER_NAME is set. Environment:
 #   SENTINEL_DOWN_AFTER       down-after-milliseconds (default 1000)
 #   SENTINEL_FAILOVER_TIMEOUT failover-timeout in ms (default 3000)
+#   SENTINEL_MASTER_VIA       a loopback port through which replicas and
+#                             sentinels reach the master (a proxy of the
+#                             caller's that forwards to the port in
+#                             DIR/master/port); default: the master's port
 #   REDIS_SERVER / REDIS_SENTINEL / REDIS_CLI  binaries (default from PATH)
 # "start" returns only when both replicas have master_link_status:up and each
 # sentinel sees the master, both replicas and the two other sentinels, and
@@ -88,17 +92,17 @@ skv() {
 	rcli "$port" "$@" | tr -d '\r' | paste -d= - -
 }
 
-setup_ready() { # MASTERPORT "REPLICAPORTS" "SENTINELPORTS"
-	local m=$1 r s
-	for r in $2; do
+setup_ready() { # MASTERPORT VIAPORT "REPLICAPORTS" "SENTINELPORTS"
+	local m=$1 via=$2 r s
+	for r in $3; do
 		[[ $(field "$r" replication master_link_status) == up ]] || return 1
 		[[ $(field "$r" replication master_sync_in_progress) == 0 ]] || return 1
 	done
 	[[ $(field "$m" replication connected_slaves) == 2 ]] || return 1
-	for s in $3; do
+	for s in $4; do
 		local kv
 		kv=$(skv "$s" sentinel master "$MASTER_NAME") || return 1
-		grep -qx "port=$m" <<<"$kv" || return 1
+		grep -qx "port=$via" <<<"$kv" || return 1
 		grep -qx "flags=master" <<<"$kv" || return 1
 		grep -qx "num-slaves=2" <<<"$kv" || return 1
 		grep -qx "num-other-sentinels=2" <<<"$kv" || return 1
@@ -125,17 +129,19 @@ cmd_start() {
 	start_proc "$d" master || die "master did not start (see $d/redis.log)"
 	mport=$port
 	echo "$port $pid master" >>"$dir/nodes.tmp"
+	# The address everyone else is told to use for the master.
+	local via=${SENTINEL_MASTER_VIA:-$mport}
 	for i in 1 2; do
 		d=$dir/replica-$i
 		mkdir -p "$d"
-		start_proc "$d" replica "$mport" || die "replica $i did not start (see $d/redis.log)"
+		start_proc "$d" replica "$via" || die "replica $i did not start (see $d/redis.log)"
 		rports+=("$port")
 		echo "$port $pid replica" >>"$dir/nodes.tmp"
 	done
 	for i in 1 2 3; do
 		d=$dir/sentinel-$i
 		mkdir -p "$d"
-		start_proc "$d" sentinel "$mport" || die "sentinel $i did not start (see $d/redis.log)"
+		start_proc "$d" sentinel "$via" || die "sentinel $i did not start (see $d/redis.log)"
 		sports+=("$port")
 		echo "$port $pid sentinel" >>"$dir/nodes.tmp"
 	done
@@ -143,10 +149,10 @@ cmd_start() {
 	# discovered through INFO every 10 s at first, so allow up to 60 s.
 	local deadline=$((SECONDS + 60))
 	while ((SECONDS < deadline)); do
-		setup_ready "$mport" "${rports[*]}" "${sports[*]}" && break
+		setup_ready "$mport" "$via" "${rports[*]}" "${sports[*]}" && break
 		sleep 0.1
 	done
-	if ! setup_ready "$mport" "${rports[*]}" "${sports[*]}"; then
+	if ! setup_ready "$mport" "$via" "${rports[*]}" "${sports[*]}"; then
 		for i in "${sports[@]}"; do
 			skv "$i" sentinel master "$MASTER_NAME" >&2 || true
 		done

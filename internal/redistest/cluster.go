@@ -71,14 +71,17 @@ type procSet struct {
 	stopOnce sync.Once
 }
 
-func startProcSet(ctx context.Context, t testing.TB, script string, env ...string) *procSet {
+// startProcSet runs script's start on dir (a fresh t.TempDir() when empty).
+func startProcSet(ctx context.Context, t testing.TB, script, dir string, env ...string) *procSet {
 	t.Helper()
 	path, err := scriptPath(script)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	becomeSubreaper()
-	dir := t.TempDir()
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	ps := &procSet{script: path, dir: dir, killed: map[int]bool{}}
 	// Register the stop before starting: a start that fails half-way has
 	// already cleaned up after itself, and stop is harmless then.
@@ -227,7 +230,7 @@ type Cluster struct {
 func StartCluster(ctx context.Context, t testing.TB) *Cluster {
 	t.Helper()
 	needBinaries(t, "redis-server", "redis-cli")
-	return &Cluster{ps: startProcSet(ctx, t, "redis-cluster.sh")}
+	return &Cluster{ps: startProcSet(ctx, t, "redis-cluster.sh", "")}
 }
 
 // Dir is the directory holding the nodes' files (configs, logs).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ const SentinelMasterName = "mymaster"
 // one master, two replicas, three sentinels (quorum 2,
 // down-after-milliseconds 1000, failover-timeout 3000).
 type Sentinel struct {
-	ps *procSet
+	ps    *procSet
+	proxy *linkProxy // nil unless StartSentinelBehindProxy
 }
 
 // StartSentinel starts the setup and registers its stop with t.Cleanup. It
@@ -29,7 +31,46 @@ type Sentinel struct {
 func StartSentinel(ctx context.Context, t testing.TB) *Sentinel {
 	t.Helper()
 	needBinaries(t, "redis-server", "redis-sentinel", "redis-cli", "paste")
-	return &Sentinel{ps: startProcSet(ctx, t, "redis-sentinel.sh", "SENTINEL_MASTER_NAME="+SentinelMasterName)}
+	return &Sentinel{ps: startProcSet(ctx, t, "redis-sentinel.sh", "", "SENTINEL_MASTER_NAME="+SentinelMasterName)}
+}
+
+// StartSentinelBehindProxy is StartSentinel with the first master behind
+// a TCP proxy of the harness: replicas, sentinels and clients reach it only
+// through the proxy, so that FreezeReplication can make the replicas fall
+// behind. Kill of that master also closes the proxy, dropping what it held
+// back. Replicas promoted later are reached directly.
+func StartSentinelBehindProxy(ctx context.Context, t testing.TB) *Sentinel {
+	t.Helper()
+	needBinaries(t, "redis-server", "redis-sentinel", "redis-cli", "paste")
+	dir := t.TempDir()
+	p, err := newLinkProxy(masterPortFile(filepath.Join(dir, "master", "port")))
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(p.close) // after the stop below (cleanups run last-in first-out)
+	ps := startProcSet(ctx, t, "redis-sentinel.sh", dir,
+		"SENTINEL_MASTER_NAME="+SentinelMasterName, "SENTINEL_MASTER_VIA="+strconv.Itoa(p.port()))
+	return &Sentinel{ps: ps, proxy: p}
+}
+
+// FreezeReplication holds back, from now on, everything the proxied master
+// sends to its replicas; clients are still served. It needs
+// StartSentinelBehindProxy.
+func (s *Sentinel) FreezeReplication() error {
+	if s.proxy == nil {
+		return errors.New("redistest: FreezeReplication needs StartSentinelBehindProxy")
+	}
+	s.proxy.freeze()
+	return nil
+}
+
+// HeldBackBytes returns how much of the replication stream the proxy held
+// back since FreezeReplication.
+func (s *Sentinel) HeldBackBytes() int {
+	if s.proxy == nil {
+		return 0
+	}
+	return s.proxy.heldBytes()
 }
 
 // MasterName is the name to put in redis.FailoverOptions.MasterName.
@@ -42,7 +83,14 @@ func (s *Sentinel) Dir() string { return s.ps.dir }
 func (s *Sentinel) Stop() { s.ps.stop() }
 
 // Kill sends SIGKILL to the process and waits until its port is closed.
-func (s *Sentinel) Kill(n Node) error { return s.ps.kill(n) }
+// Killing the proxied master also closes the proxy.
+func (s *Sentinel) Kill(n Node) error {
+	err := s.ps.kill(n)
+	if s.proxy != nil && n.Role == "master" {
+		s.proxy.close()
+	}
+	return err
+}
 
 // SentinelAddrs returns the sentinels' addresses, for
 // redis.FailoverOptions.SentinelAddrs.
@@ -68,8 +116,16 @@ func (s *Sentinel) Servers() []Node {
 	return a
 }
 
-// NodeByAddr finds a process by host:port.
+// NodeByAddr finds a process by host:port (the proxy's address names the
+// master behind it).
 func (s *Sentinel) NodeByAddr(addr string) (Node, bool) {
+	if s.proxy != nil && addr == s.proxy.addr() {
+		for _, n := range s.ps.list() {
+			if n.Role == "master" {
+				return n, true
+			}
+		}
+	}
 	for _, n := range s.ps.list() {
 		if n.Addr == addr {
 			return n, true
@@ -91,7 +147,7 @@ func (s *Sentinel) Master(ctx context.Context) (Node, error) {
 		sc.Close()
 		if err != nil || len(addr) != 2 {
 			if first == nil {
-				first = fmt.Errorf("sentinel %s: %v", n.Addr, err)
+				first = fmt.Errorf("sentinel %s: %v %v", n.Addr, addr, err)
 			}
 			continue
 		}
@@ -139,7 +195,7 @@ func (s *Sentinel) newMaster(ctx context.Context, old Node) (Node, error) {
 			return Node{}, err
 		}
 		a := net.JoinHostPort(addr[0], addr[1])
-		if a == old.Addr {
+		if o, ok := s.NodeByAddr(a); ok && o.Addr == old.Addr {
 			return Node{}, fmt.Errorf("sentinel %s still names %s", n.Addr, a)
 		}
 		if m.Addr != "" && m.Addr != a {
