@@ -84,6 +84,9 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 					return err
 				}
 				cfg = ratelimiter.Config{Mode: m, Rate: *rate, Interval: *interval, KeepAlive: *keepAlive}
+				if m == ratelimiter.PerClient && keepState != nil && *keepState && c.g.clientID == "" {
+					return usagef("--keep-state on a per-client limiter recounts one client's budget: give its --client-id")
+				}
 				return checkConfig(cfg)
 			},
 			run: func(c *cli) error {
@@ -92,9 +95,10 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 					opts = append(opts, ratelimiter.KeepState())
 				}
 				type result struct {
-					configJSON
-					Done   bool   `json:"done"`
-					Result string `json:"result"`
+					Name   string      `json:"name"`
+					Done   bool        `json:"done"`
+					Result string      `json:"result"`
+					Config *configJSON `json:"config,omitempty"` // written, when done
 				}
 				var done bool
 				var what string
@@ -123,8 +127,11 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 						what = "does not exist, nothing changed"
 					}
 				}
-				r := result{cfgJSON(c.name, cfg), done, what}
-				r.Exists = done || kind == "try"
+				r := result{Name: c.name, Done: done, Result: what}
+				if done {
+					j := cfgJSON(c.name, cfg)
+					r.Config = &j
+				}
 				err := c.emit(r, func(w io.Writer) {
 					if done {
 						fmt.Fprintf(w, "%s %s: %s\n", c.name, what, describe(cfg))
@@ -196,6 +203,9 @@ func durOrOff(d time.Duration) string {
 
 func availableCmd(fs *flag.FlagSet) action {
 	return action{run: func(c *cli) error {
+		if err := needClientID(c); err != nil {
+			return err
+		}
 		n, err := c.lim.AvailablePermits(c.ctx)
 		if err != nil {
 			return err
@@ -220,6 +230,9 @@ func acquireCmd(fs *flag.FlagSet) action {
 			return nil
 		},
 		run: func(c *cli) error {
+			if err := needClientID(c); err != nil {
+				return err
+			}
 			var granted bool
 			var hint time.Duration
 			if *timeout == 0 {
@@ -267,6 +280,9 @@ func releaseCmd(fs *flag.FlagSet) action {
 			return nil
 		},
 		run: func(c *cli) error {
+			if err := needClientID(c); err != nil {
+				return err
+			}
 			if err := c.lim.Release(c.ctx, *n); err != nil {
 				return err
 			}
@@ -419,4 +435,22 @@ func ttlCmd(fs *flag.FlagSet) action {
 		}
 		return err
 	}}
+}
+
+// needClientID refuses to work on a PER_CLIENT limiter without --client-id:
+// the random id of a one-off process would leave a budget under a client
+// id nobody uses again. It reads the config; a missing limiter passes (the
+// command then reports it).
+func needClientID(c *cli) error {
+	if c.g.clientID != "" {
+		return nil
+	}
+	cfg, err := c.lim.Config(c.ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.Mode == ratelimiter.PerClient {
+		return usagef("%s is a per-client limiter: give the --client-id whose budget to use (inspect lists them)", c.name)
+	}
+	return nil
 }

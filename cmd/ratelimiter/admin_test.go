@@ -274,3 +274,29 @@ func TestNamePrefix(t *testing.T) {
 	r := ok(t, cli(t, "inspect", name, "--name-prefix", "tenant1:", "-o", "json"))
 	assert.Contains(t, r.stdout, `"config_key":"tenant1:`+name+`"`)
 }
+
+// Per-client limiters: available, acquire and release need --client-id
+// (exit 2, no key written); with it they use that client's keys.
+func TestPerClientNeedsClientID(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	r := ok(t, cli(t, "set-rate", name, "--rate", "4", "--interval", "1m", "--mode", "per-client", "-o", "json"))
+	assert.JSONEq(t, `{"name":"`+name+`","done":true,"result":"set","config":{"name":"`+name+`","exists":true,"mode":"per-client","rate":4,"interval_ms":60000}}`, r.stdout)
+	before := rdb.DBSize(ctx).Val()
+	for _, args := range [][]string{{"available", name}, {"acquire", name}, {"release", name, "-n", "1"},
+		{"update-rate", name, "--rate", "4", "--interval", "1m", "--mode", "per-client", "--keep-state"}} {
+		r := failsWith(t, 2, cli(t, args...))
+		assert.Contains(t, r.stderr, "--client-id", "%v", args)
+	}
+	assert.Equal(t, before, rdb.DBSize(ctx).Val(), "no key written")
+	ok(t, cli(t, "acquire", name, "-n", "3", "--client-id", "w1"))
+	r = ok(t, cli(t, "available", name, "--client-id", "w1"))
+	assert.Equal(t, "1\n", r.stdout)
+	assert.Equal(t, "1", rdb.Get(ctx, "{"+name+"}:value:w1").Val())
+	ok(t, cli(t, "update-rate", name, "--rate", "6", "--interval", "1m", "--mode", "per-client", "--keep-state", "--client-id", "w1"))
+	assert.Equal(t, "3", rdb.Get(ctx, "{"+name+"}:value:w1").Val())
+
+	r = failsWith(t, 1, cli(t, "try-set-rate", name, "--rate", "9", "--interval", "1s", "-o", "json"))
+	assert.JSONEq(t, `{"name":"`+name+`","done":false,"result":"already configured, unchanged"}`, r.stdout)
+}
