@@ -499,9 +499,17 @@ func watchLine(in *inspection, clientID string) watchJSON {
 	}
 	if b := activeBudget(in, clientID); b != nil {
 		out.Available, out.InWindow = b.AvailableNow, b.InWindow
-	} else if in.cfg.Mode == ratelimiter.PerClient {
-		a := in.cfg.Rate
+	} else if in.cfg.Mode == ratelimiter.Overall {
+		a := in.cfg.Rate // no state yet
 		out.Available = &a
+	} else {
+		// PER_CLIENT without this client's budget: the window totals of
+		// every client; available is per client, so unknown here.
+		for _, b := range in.Budgets {
+			if b.Active {
+				out.InWindow += b.InWindow
+			}
+		}
 	}
 	// Grants per second count every client's records in PER_CLIENT mode.
 	for i := range in.Budgets {
@@ -518,8 +526,12 @@ func printWatch(w io.Writer, in *inspection, clientID string) {
 		fmt.Fprintf(w, "%s  %s: not configured\n", l.Time.Format("15:04:05"), l.Name)
 		return
 	}
-	fmt.Fprintf(w, "%s  available %6d/%d  in window %6d  granted/s %6d  %s\n",
-		l.Time.Format("15:04:05"), *l.Available, l.Rate, l.InWindow, l.LastSecond, meter(l.InWindow, l.Rate))
+	avail := "-"
+	if l.Available != nil {
+		avail = strconv.FormatInt(*l.Available, 10)
+	}
+	fmt.Fprintf(w, "%s  available %6s/%d  in window %6d  granted/s %6d  %s\n",
+		l.Time.Format("15:04:05"), avail, l.Rate, l.InWindow, l.LastSecond, meter(l.InWindow, l.Rate))
 }
 
 // meter draws the permits used in the window against the rate.
