@@ -482,3 +482,43 @@ func TestErrorsAgree(t *testing.T) {
 		sameAvailable(t, ctx, p, name, 3, "refused calls")
 	})
 }
+
+// TestMemberFormatMatters shows why the Go client must write the format the
+// Java fleet unpacks: next to Redisson 3.20.1 (which unpacks "Bc0I"), records
+// in the Lc0I layout that PROTOCOL.md attributes to 3.16.4-3.20.x are misread
+// by Java, while FormatCurrent records (what formatFor picks) are read right.
+func TestMemberFormatMatters(t *testing.T) {
+	const v = "3.20.1"
+	j := javaSide{peerFor(t, v)}
+	for _, tc := range []struct {
+		f        ratelimiter.MemberFormat
+		readable bool
+	}{{ratelimiter.FormatCurrent, true}, {ratelimiter.FormatLc0I, false}} {
+		t.Run(tc.f.String(), func(t *testing.T) {
+			ctx := ctxT(t, time.Minute)
+			name := limName(t, "fmt")
+			g := goSide{c: ratelimiter.NewClient(rdb(t), ratelimiter.WithMemberFormat(tc.f))}
+			interval := 300 * time.Millisecond
+			check(t, errOnly(g.trySetRate(ctx, name, ratelimiter.Config{Rate: 10, Interval: interval})), "trySetRate")
+			if !must[bool](t, "tryAcquire")(g.tryAcquire(ctx, name, 3)) {
+				t.Fatal("tryAcquire(3) refused")
+			}
+			// A refused call's hint says when Go's record leaves the window;
+			// then Java's availablePermits is the first to release it.
+			res, err := g.c.RateLimiter(name).Allow(ctx, 8)
+			check(t, err, "Allow(8)")
+			if res.Granted || res.RetryAfter <= 0 {
+				t.Fatalf("Allow(8) with 7 available = %+v", res)
+			}
+			time.Sleep(res.RetryAfter)
+			avail := must[int64](t, "java availablePermits")(j.available(ctx, name))
+			t.Logf("Redisson %s availablePermits after Go's %v record of 3 expired: %d (right: 10)", v, tc.f, avail)
+			if tc.readable && avail != 10 {
+				t.Fatalf("Redisson %s read Go's %v record wrong: available %d, want 10", v, tc.f, avail)
+			}
+			if !tc.readable && avail == 10 {
+				t.Fatalf("Redisson %s read Go's %v record right; expected a misread", v, tc.f)
+			}
+		})
+	}
+}
