@@ -339,3 +339,9 @@ func TestWaitsLeakNoGoroutines(t *testing.T) {
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before)
 }
+
+func TestNilOption(t *testing.T) {
+	l := ratelimiter.NewClient(newRedis(t), nil).RateLimiter("x")
+	_, err := l.TryAcquire(context.Background(), 1)
+	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+}

@@ -50,7 +50,9 @@ type Config struct {
 	KeepAlive time.Duration
 }
 
-func (c Config) validate() error {
+// Validate reports, with an error matching ErrInvalidArgument, why c is not
+// a configuration that SetRate and friends accept, or nil.
+func (c Config) Validate() error {
 	switch {
 	case c.Mode != Overall && c.Mode != PerClient:
 		return invalid("unknown mode %d", int(c.Mode))
@@ -71,7 +73,7 @@ func (c Config) validate() error {
 // true when this call set the limiter up (and then puts the KeepAlive TTL
 // on its config), false when it was configured before.
 func (r *RateLimiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
-	if err := r.check(cfg.validate()); err != nil {
+	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
 	set, err := r.eval(ctx, scriptTrySetRate, []string{r.keys.Config},
@@ -108,7 +110,7 @@ func (r *RateLimiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRat
 }
 
 func (r *RateLimiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
-	if err := r.check(cfg.validate()); err != nil {
+	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
 	var o setRateOptions

@@ -90,6 +90,10 @@ func WithClock(now func() time.Time) Option {
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, format: FormatCurrent, clock: time.Now}
 	for _, o := range opts {
+		if o == nil {
+			c.err = errors.Join(c.err, invalid("nil option"))
+			continue
+		}
 		o(c)
 	}
 	if c.id == "" && c.err == nil {
@@ -104,6 +108,10 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 
 // ID returns the client id that names this client's PER_CLIENT keys.
 func (c *Client) ID() string { return c.id }
+
+// Redis returns the Redis client the Client was made with, for tools that
+// read a limiter's keys directly.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // RateLimiter returns the limiter called name. It sends nothing to Redis;
 // a limiter must be configured (TrySetRate or SetRate, from Go or Java)
