@@ -372,25 +372,13 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Li
 // l.Client().RateLimiter(l.Name(key)).
 func (l *Limiter) Client() *ratelimiter.Client { return l.client }
 
-// validateConfig repeats ratelimiter's checks of a Config so that New can
-// fail before any request (the library checks only when it is called).
+// validateConfig runs the library's Config checks so that New can fail
+// before any request (the library checks only when it is called).
 func validateConfig(c ratelimiter.Config) error {
-	var msg string
-	switch {
-	case c.Mode != ratelimiter.Overall && c.Mode != ratelimiter.PerClient:
-		msg = fmt.Sprintf("unknown mode %d", int(c.Mode))
-	case c.Rate < 1 || c.Rate > 1<<53-1:
-		msg = fmt.Sprintf("rate %d out of range [1, 2^53-1]", c.Rate)
-	case c.Interval < time.Millisecond || c.Interval%time.Millisecond != 0:
-		msg = fmt.Sprintf("interval %v must be a whole number of milliseconds, at least 1ms", c.Interval)
-	case c.KeepAlive < 0 || c.KeepAlive%time.Millisecond != 0:
-		msg = fmt.Sprintf("keep-alive %v must be 0 or a whole number of milliseconds", c.KeepAlive)
-	case c.KeepAlive != 0 && c.KeepAlive < c.Interval:
-		msg = fmt.Sprintf("keep-alive %v is shorter than the interval %v", c.KeepAlive, c.Interval)
-	default:
-		return nil
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: config: %w", ErrInvalidOption, err)
 	}
-	return fmt.Errorf("%w: config: %s", ErrInvalidOption, msg)
+	return nil
 }
 
 // Handler returns next wrapped by the limiter: every request takes its

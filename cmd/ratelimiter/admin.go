@@ -148,18 +148,11 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 	}
 }
 
-// checkConfig repeats the library's Config checks so that bad flags fail
+// checkConfig runs the library's Config checks so that bad flags fail
 // before connecting (the library checks only when called).
 func checkConfig(c ratelimiter.Config) error {
-	switch {
-	case c.Rate < 1 || c.Rate > 1<<53-1:
-		return usagef("--rate %d out of range [1, 2^53-1]", c.Rate)
-	case c.Interval < time.Millisecond || c.Interval%time.Millisecond != 0:
-		return usagef("--interval %v must be a whole number of milliseconds, at least 1ms", c.Interval)
-	case c.KeepAlive < 0 || c.KeepAlive%time.Millisecond != 0:
-		return usagef("--keep-alive %v must be 0 or a whole number of milliseconds", c.KeepAlive)
-	case c.KeepAlive != 0 && c.KeepAlive < c.Interval:
-		return usagef("--keep-alive %v is shorter than the interval %v", c.KeepAlive, c.Interval)
+	if err := c.Validate(); err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), ratelimiter.ErrInvalidArgument.Error()+": "))
 	}
 	return nil
 }
