@@ -360,7 +360,7 @@ func TestKeepAliveAcrossSides(t *testing.T) {
 		c := rdb(t)
 		gc := ratelimiter.NewClient(c)
 		keys := gc.RateLimiter(name).Keys()
-		keepAlive := 800 * time.Millisecond
+		keepAlive := time.Second
 		cfg := ratelimiter.Config{Rate: 100, Interval: 200 * time.Millisecond, KeepAlive: keepAlive}
 		if !must[bool](t, "trySetRate")(p.a.trySetRate(ctx, name, cfg)) {
 			t.Fatal("trySetRate = false")
@@ -370,12 +370,12 @@ func TestKeepAliveAcrossSides(t *testing.T) {
 			t.Fatalf("Go Config() = %+v, %v; want %+v", got, err, cfg)
 		}
 		// Age the limiter, then one use by the other side renews all keys.
-		check(t, c.PExpire(ctx, keys.Config, 300*time.Millisecond).Err(), "PEXPIRE")
+		check(t, c.PExpire(ctx, keys.Config, 400*time.Millisecond).Err(), "PEXPIRE")
 		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
 			t.Fatal("tryAcquire refused")
 		}
 		for _, k := range []string{keys.Config, keys.Value, keys.Permits} {
-			ttlIn(t, c.PTTL(ctx, k).Val(), 301*time.Millisecond, keepAlive)
+			ttlIn(t, c.PTTL(ctx, k).Val(), 401*time.Millisecond, keepAlive)
 		}
 		// Used only by b for more than twice the keep-alive, a's limiter lives on.
 		stop := time.Now().Add(2*keepAlive + 200*time.Millisecond)

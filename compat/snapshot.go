@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -70,7 +69,8 @@ type MemberState struct {
 // independently of the library's decoder, as the Lua struct format that
 // unpacks it: "fI" (8 bytes: float32 holding an integer value, uint32),
 // "Bc0I" (a length byte n, n random bytes, uint32), "Lc0I" (uint64 length n,
-// n bytes of decimal integer text, uint32), or "" if none fits. randomLen is
+// n random bytes, uint32; Redisson 3.16.4-3.16.8 put 8 raw random bytes
+// there), or "" if none fits. randomLen is
 // the length of the random part.
 func ObserveFormat(b []byte) (format string, randomLen int) {
 	switch {
@@ -82,9 +82,7 @@ func ObserveFormat(b []byte) (format string, randomLen int) {
 	case len(b) >= 5 && int(b[0]) == len(b)-5:
 		return "Bc0I", len(b) - 5
 	case len(b) > 12 && binary.LittleEndian.Uint64(b[:8]) == uint64(len(b)-12):
-		if _, err := strconv.ParseInt(string(b[8:len(b)-4]), 10, 64); err == nil {
-			return "Lc0I", len(b) - 12
-		}
+		return "Lc0I", len(b) - 12
 	}
 	return "", 0
 }
