@@ -143,6 +143,20 @@ func TestPerClientBudgets(t *testing.T) {
 		if n := c.Exists(ctx, keys.Value, keys.Permits).Val(); n != 0 {
 			t.Errorf("OVERALL keys exist (%d) for a PER_CLIENT limiter", n)
 		}
+		// setRate resets only the caller's own PER_CLIENT budget. Redisson
+		// 3.20.1 and 3.16.3 (observed) delete only the OVERALL keys there,
+		// leaving the caller's PER_CLIENT budget as it was.
+		check(t, p.a.setRate(ctx, name, cfg, false), "setRate")
+		wantA := int64(3)
+		if _, isJava := p.a.(javaSide); isJava && !versionAtLeast(v, "3.52.0") {
+			wantA = 1
+		}
+		if got := must[int64](t, "a available")(p.a.available(ctx, name)); got != wantA {
+			t.Fatalf("%s availablePermits after its own setRate = %d, want %d", p.a, got, wantA)
+		}
+		if got := must[int64](t, "b available")(p.b.available(ctx, name)); got != 0 {
+			t.Fatalf("%s availablePermits after %s's setRate = %d, want its spent budget 0", p.b, p.a, got)
+		}
 	})
 }
 
