@@ -44,6 +44,13 @@ const (
 	foLimitInterval   = 100 * time.Millisecond
 )
 
+// The clients are made with ContextTimeoutEnabled: without it go-redis does
+// not apply a context's deadline to socket reads, and a call waits for a
+// stalled server until ReadTimeout (3 s by default). Measured here: during
+// the full resync of a restarted replica, acquisitions blocked in WAIT
+// returned 190 ms after their deadline. (Clients in the cluster_test and
+// sentinel_test files keep go-redis's defaults.)
+
 // failoverSetup is one kind of deployment under test.
 type failoverSetup struct {
 	rdb redis.UniversalClient
@@ -102,6 +109,7 @@ type failoverResult struct {
 	lateCalls      []string
 	errsOutside    []string
 	limitViolation []string
+	noService      []string // limiters without a grant after the failover
 }
 
 func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) failoverResult {
@@ -227,6 +235,37 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 		}()
 	}
 
+	// The test process's own stalls: a ticker's largest gaps (scheduling
+	// delays of this process under load, -race, GC).
+	type stall struct {
+		at  time.Time
+		gap time.Duration
+	}
+	var (
+		stallMu sync.Mutex
+		stalls  []stall
+	)
+	stallDone := make(chan struct{})
+	go func() {
+		defer close(stallDone)
+		prev := time.Now()
+		tk := time.NewTicker(5 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tk.C:
+				if gap := now.Sub(prev); gap > 50*time.Millisecond {
+					stallMu.Lock()
+					stalls = append(stalls, stall{at: prev, gap: gap})
+					stallMu.Unlock()
+				}
+				prev = now
+			}
+		}
+	}()
+
 	// Phase 1: normal service. Phase 2: kill, then run until the errors
 	// have stopped for foCleanStreak (or foHardStop).
 	select {
@@ -281,6 +320,10 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 	stoppedAt := time.Since(killAt)
 	wg.Wait()
 	<-controlDone
+	<-stallDone
+	for _, st := range stalls {
+		t.Logf("test process stalled %v at kill%+v", st.gap.Round(time.Millisecond), st.at.Sub(killAt).Round(time.Millisecond))
+	}
 	require.NoError(t, killErr)
 	require.NoError(t, <-afterErr)
 	close(panics)
@@ -422,8 +465,9 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 		name     string
 		from, to int
 	}{{"{fo}:overall", 3, 4}, {"{fo}:perclient", 5, 6}, {"{fo}:try", 7, 7}} {
-		n := checkWindows(l.name, func(i int) bool { return i >= l.from && i <= l.to })
-		require.Positivef(t, n, "no grant on %s after the failover", l.name)
+		if n := checkWindows(l.name, func(i int) bool { return i >= l.from && i <= l.to }); n == 0 {
+			res.noService = append(res.noService, l.name)
+		}
 	}
 	return res
 }
@@ -449,6 +493,7 @@ func (res failoverResult) assert(t *testing.T, label string, ack bool) {
 	require.Emptyf(t, res.errsOutside, "errors outside the failover window [kill, kill+%v]", foRecoverWithin)
 	require.LessOrEqualf(t, res.window, foRecoverWithin, "service not normal within %v of the kill", foRecoverWithin)
 	require.Emptyf(t, res.limitViolation, "the limit did not hold after the failover")
+	require.Emptyf(t, res.noService, "limiters without a grant after the failover")
 	if ack {
 		// Every grant told to a caller was on a replica before the caller
 		// heard of it, and the promoted replica is the most up to date one.
@@ -467,7 +512,7 @@ func (res failoverResult) assert(t *testing.T, label string, ack bool) {
 func clusterFailoverSetup(t *testing.T, ctx context.Context, restart bool) failoverSetup {
 	c := redistest.StartCluster(ctx, t)
 	newClient := func() *redis.ClusterClient {
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
@@ -510,7 +555,7 @@ func clusterFailoverSetup(t *testing.T, ctx context.Context, restart bool) failo
 func sentinelFailoverSetup(t *testing.T, ctx context.Context) failoverSetup {
 	s := redistest.StartSentinel(ctx, t)
 	newClient := func() *redis.Client {
-		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs()})
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
@@ -542,7 +587,7 @@ const foLag = 300 * time.Millisecond
 func laggingSentinelSetup(t *testing.T, ctx context.Context) failoverSetup {
 	s := redistest.StartSentinelBehindProxy(ctx, t)
 	newClient := func() *redis.Client {
-		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs()})
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}

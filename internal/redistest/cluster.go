@@ -86,6 +86,12 @@ func startProcSet(ctx context.Context, t testing.TB, script, dir string, env ...
 	// Register the stop before starting: a start that fails half-way has
 	// already cleaned up after itself, and stop is harmless then.
 	t.Cleanup(ps.stop)
+	// Runs before the stop: on failure, show what the servers logged.
+	t.Cleanup(func() {
+		if t.Failed() {
+			ps.dumpLogs(t)
+		}
+	})
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
 		cmd := exec.CommandContext(ctx, "bash", path, "start", dir)
@@ -167,6 +173,22 @@ func (ps *procSet) runStop() {
 	}
 	for _, n := range ps.list() {
 		reap(n.PID, time.Second)
+	}
+}
+
+// dumpLogs logs the last lines of every process's log file.
+func (ps *procSet) dumpLogs(t testing.TB) {
+	logs, _ := filepath.Glob(filepath.Join(ps.dir, "*", "redis.log"))
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("--- %s (last %d lines)\n%s", f, len(lines), strings.Join(lines, "\n"))
 	}
 }
 
