@@ -263,13 +263,16 @@ func TestWorstWindow(t *testing.T) {
 
 // TestScriptCost measures the Redis server time of one tryAcquire script,
 // Redisson's and the Go library's, on the granted path (a window holding
-// 10,000 to 15,000 records) and on the refused path, from INFO commandstats
+// 10,000 to 22,000 records) and on the refused path, from INFO commandstats
 // (EVAL + EVALSHA usec per call), and prints both and the ratio Go/Redisson.
+// The two sides alternate for several rounds and the best round of each
+// counts: on a 2-core machine, noise from other processes only adds time.
 // Run: go test ./compat -run TestScriptCost -v
 func TestScriptCost(t *testing.T) {
 	const (
-		fill = 10000
-		n    = 5000
+		fill   = 10000
+		n      = 2000
+		rounds = 3
 	)
 	v := Versions[0]
 	peer := peerFor(t, v)
@@ -277,72 +280,74 @@ func TestScriptCost(t *testing.T) {
 	ctx := ctxT(t, 5*time.Minute)
 	g := newGoClient(t, v)
 
-	type result struct{ java, gou float64 }
-	res := map[string]*result{}
 	for _, path := range []string{"granted", "refused"} {
-		res[path] = &result{}
+		best := map[string]float64{}
+		runs := map[string]func(count int) int{}
+		names := map[string]string{}
 		for _, who := range []string{"redisson", "go"} {
 			name := limName(t, path+"."+who)
+			names[who] = name
 			rl := g.RateLimiter(name)
-			var cfg ratelimiter.Config
-			pre := fill
+			cfg := ratelimiter.Config{Rate: 10, Interval: time.Minute}
+			pre := 10
 			if path == "granted" {
 				// 60 s so that no record leaves the window while measuring.
 				cfg = ratelimiter.Config{Rate: 1_000_000, Interval: time.Minute}
-			} else {
-				cfg = ratelimiter.Config{Rate: 10, Interval: time.Minute}
-				pre = 10
+				pre = fill
 			}
 			if _, err := rl.TrySetRate(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}
-			run := func(count int) (granted int) {
-				if who == "redisson" {
+			if who == "redisson" {
+				runs[who] = func(count int) int {
 					s, err := peer.Do(ctx, "bench", name, count)
 					if err != nil {
 						t.Fatal(err)
 					}
-					granted, _ = strconv.Atoi(strings.Fields(s)[0])
+					granted, _ := strconv.Atoi(strings.Fields(s)[0])
 					return granted
 				}
-				for i := 0; i < count; i++ {
-					ok, err := rl.TryAcquire(ctx, 1)
-					if err != nil {
-						t.Fatal(err)
+			} else {
+				runs[who] = func(count int) (granted int) {
+					for i := 0; i < count; i++ {
+						ok, err := rl.TryAcquire(ctx, 1)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ok {
+							granted++
+						}
 					}
-					if ok {
-						granted++
-					}
+					return granted
 				}
-				return granted
 			}
-			if got := run(pre); got != pre {
+			if got := runs[who](pre); got != pre {
 				t.Fatalf("%s %s: filling granted %d of %d", who, path, got, pre)
 			}
-			if err := c.ConfigResetStat(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			got := run(n)
-			if path == "granted" && got != n || path == "refused" && got != 0 {
-				t.Fatalf("%s %s path: %d of %d granted", who, path, got, n)
-			}
-			calls, usec := evalStats(t, ctx, c)
-			if calls != n {
-				t.Fatalf("%s %s: commandstats counted %d script calls, want %d", who, path, calls, n)
-			}
-			per := float64(usec) / float64(calls)
-			if who == "redisson" {
-				res[path].java = per
-			} else {
-				res[path].gou = per
-			}
-			zc := c.ZCard(ctx, rl.Keys().Permits).Val()
-			t.Logf("%s path, %s: %d calls, %.2f usec/call of Redis time (window holds %d records)", path, who, calls, per, zc)
 		}
-	}
-	for _, path := range []string{"granted", "refused"} {
-		r := res[path]
-		t.Logf("SCRIPT COST %s path: Redisson %s %.2f usec/call, Go %.2f usec/call, Go/Redisson = %.2f", path, v, r.java, r.gou, r.gou/r.java)
+		for r := 0; r < rounds; r++ {
+			for _, who := range []string{"redisson", "go"} {
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				got := runs[who](n)
+				if path == "granted" && got != n || path == "refused" && got != 0 {
+					t.Fatalf("%s %s path: %d of %d granted", who, path, got, n)
+				}
+				calls, usec := evalStats(t, ctx, c)
+				if calls != n {
+					t.Fatalf("%s %s: commandstats counted %d script calls, want %d", who, path, calls, n)
+				}
+				per := float64(usec) / float64(calls)
+				if b, ok := best[who]; !ok || per < b {
+					best[who] = per
+				}
+				zc := c.ZCard(ctx, g.RateLimiter(names[who]).Keys().Permits).Val()
+				t.Logf("%s path, round %d, %s: %d calls, %.2f usec/call of Redis time (window holds %d records)", path, r+1, who, calls, per, zc)
+			}
+		}
+		t.Logf("SCRIPT COST %s path: Redisson %s %.2f usec/call, Go %.2f usec/call, Go/Redisson = %.2f",
+			path, v, best["redisson"], best["go"], best["go"]/best["redisson"])
 	}
 }
 
