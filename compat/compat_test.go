@@ -536,3 +536,57 @@ func TestMemberFormatMatters(t *testing.T) {
 		})
 	}
 }
+
+// TestAvailableAfterReleaseAndExpiry covers a deliberate difference: when
+// permits given back by release meet records that expire, Redisson's
+// availablePermits stores and returns the uncapped sum (more than the rate),
+// while the Go library recounts from the records in the window. It also
+// logs what Go's tryAcquire grants after Redisson stored such a value.
+func TestAvailableAfterReleaseAndExpiry(t *testing.T) {
+	for _, v := range Versions {
+		t.Run(v, func(t *testing.T) {
+			j := javaSide{peerFor(t, v)}
+			g := goSide{c: newGoClient(t, v)}
+			c := rdb(t)
+			for _, first := range []side{j, g} {
+				t.Run(first.String()+"-counts", func(t *testing.T) {
+					ctx := ctxT(t, time.Minute)
+					name := limName(t, "rx")
+					const rate = 5
+					interval := 300 * time.Millisecond
+					check(t, errOnly(g.trySetRate(ctx, name, ratelimiter.Config{Rate: rate, Interval: interval})), "trySetRate")
+					if !must[bool](t, "tryAcquire")(g.tryAcquire(ctx, name, rate)) {
+						t.Fatal("tryAcquire(rate) refused")
+					}
+					check(t, g.release(ctx, name, rate), "release")
+					// Wait until the record leaves the window, by its score.
+					zs := c.ZRangeWithScores(ctx, g.rl(name).Keys().Permits, 0, -1).Val()
+					if len(zs) != 1 {
+						t.Fatalf("%d records, want 1", len(zs))
+					}
+					time.Sleep(time.Until(time.UnixMilli(int64(zs[0].Score)).Add(interval + time.Millisecond)))
+					got := must[int64](t, "availablePermits")(first.available(ctx, name))
+					granted := 0
+					for i := 0; i < 3*rate; i++ {
+						if must[bool](t, "tryAcquire")(g.tryAcquire(ctx, name, 1)) {
+							granted++
+						}
+					}
+					t.Logf("%s availablePermits = %d (rate %d); then Go's tryAcquire(1) granted %d times in a row", first, got, rate, granted)
+					if _, isJava := first.(javaSide); isJava {
+						if got != 2*rate {
+							t.Fatalf("Redisson %s availablePermits = %d, expected its uncapped sum %d", v, got, 2*rate)
+						}
+						if granted > rate {
+							t.Logf("NOTE: after Redisson stored %d, the Go client granted %d (> rate %d) within one interval", got, granted, rate)
+						}
+						return
+					}
+					if got != rate || granted != rate {
+						t.Fatalf("Go availablePermits = %d and %d grants, want %d and %d", got, granted, rate, rate)
+					}
+				})
+			}
+		})
+	}
+}
