@@ -107,6 +107,7 @@ type failoverResult struct {
 	p50, p99       time.Duration // count TryAcquire latency before the kill
 	calls          int
 	lateCalls      []string
+	excusedLate    []string // late, but the test process itself was stalled meanwhile
 	errsOutside    []string
 	limitViolation []string
 	noService      []string // limiters without a grant after the failover
@@ -149,6 +150,9 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 			r := callRec{kind: "count", start: time.Now(), deadline: foTryDeadline, seq: s}
 			r.granted, r.err = lim.TryAcquire(cctx, 1)
 			r.end = time.Now()
+			// About a thousand calls a second per worker: plenty of grants in
+			// flight at the kill, and CPU left for the servers (2 cores).
+			time.Sleep(time.Millisecond)
 			return r
 		}}
 	}
@@ -353,8 +357,22 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 	failedSeq := map[int64]bool{}
 	for _, r := range all {
 		if late := r.end.Sub(r.start) - r.deadline; late > foDeadlineSlack {
-			res.lateCalls = append(res.lateCalls, fmt.Sprintf("%s call at kill%+v took %v (deadline %v): %v",
-				r.kind, r.start.Sub(killAt).Round(time.Millisecond), r.end.Sub(r.start).Round(time.Millisecond), r.deadline, r.err))
+			msg := fmt.Sprintf("%s call at kill%+v took %v (deadline %v): %v",
+				r.kind, r.start.Sub(killAt).Round(time.Millisecond), r.end.Sub(r.start).Round(time.Millisecond), r.deadline, r.err)
+			// A call is not late when this process was not running: a stall
+			// of the test process inside the call that covers the lateness
+			// excuses it (seen under -race on 2 cores: 0.4-0.5 s stalls).
+			excused := false
+			for _, st := range stalls {
+				if st.at.Before(r.end) && st.at.Add(st.gap).After(r.start) && st.gap+foDeadlineSlack >= late {
+					excused = true
+				}
+			}
+			if excused {
+				res.excusedLate = append(res.excusedLate, msg)
+			} else {
+				res.lateCalls = append(res.lateCalls, msg)
+			}
 		}
 		if r.kind == "count" && r.end.Before(killAt) {
 			preKillLat = append(preKillLat, r.end.Sub(r.start))
@@ -488,6 +506,9 @@ func (res failoverResult) assert(t *testing.T, label string, ack bool) {
 	if res.controlWindow > 0 {
 		t.Logf("%s: control client without the library (SET on the same slot): last failed at kill+%v; the workers stopped at kill+%v",
 			label, res.controlWindow.Round(time.Millisecond), res.stoppedAt.Round(time.Millisecond))
+	}
+	if len(res.excusedLate) > 0 {
+		t.Logf("%s: %d calls late while the test process itself was stalled (not counted): %v", label, len(res.excusedLate), res.excusedLate)
 	}
 	require.Emptyf(t, res.lateCalls, "%d calls returned more than %v after their deadline", len(res.lateCalls), foDeadlineSlack)
 	require.Emptyf(t, res.errsOutside, "errors outside the failover window [kill, kill+%v]", foRecoverWithin)
