@@ -24,7 +24,6 @@ var (
 
 	peersMu sync.Mutex
 	peers   = map[string]*Peer{}
-	closers []func()
 )
 
 func TestMain(m *testing.M) {
@@ -32,9 +31,6 @@ func TestMain(m *testing.M) {
 	peersMu.Lock()
 	for _, p := range peers {
 		_ = p.Close()
-	}
-	for i := len(closers) - 1; i >= 0; i-- {
-		closers[i]()
 	}
 	peersMu.Unlock()
 	if srv != nil {
