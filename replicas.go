@@ -81,6 +81,11 @@ type replicaAck struct {
 // acquisitions are not affected, except that the WAIT they also send
 // costs up to timeout while replicas are missing.
 //
+// Redis checks WAIT timeouts on its server tick, so a WAIT can end up to
+// 1/hz (100 ms at the default hz 10) after its timeout; for calls to end by
+// their context's deadline even then, make the go-redis client with
+// ContextTimeoutEnabled.
+//
 // replicas must be at least 1 and timeout at least 1 ms. With Redis
 // Cluster, each master must have that many replicas (a shard that lost its
 // only replica fails every acquisition until a replica is back); with

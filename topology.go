@@ -25,7 +25,8 @@ import (
 // "connection refused" (go-redis retries the same dead master), and nothing
 // answers MOVED, so the client keeps dialing the dead node long after a
 // replica has taken over (more than 8 s measured with a 1 s
-// cluster-node-timeout). The library therefore asks the client to reload
+// cluster-node-timeout; go-redis issue #3979). The library therefore asks
+// the client to reload
 // its slot map whenever a call fails in a way that suggests the topology
 // changed: a network error or timeout, CLUSTERDOWN, MOVED, ASK, TRYAGAIN,
 // READONLY, MASTERDOWN or LOADING. The reload runs in the background
