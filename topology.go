@@ -26,10 +26,9 @@ import (
 // answers MOVED, so the client keeps dialing the dead node long after a
 // replica has taken over (more than 8 s measured with a 1 s
 // cluster-node-timeout; go-redis issue #3979). The library therefore asks
-// the client to reload
-// its slot map whenever a call fails in a way that suggests the topology
-// changed: a network error or timeout, CLUSTERDOWN, MOVED, ASK, TRYAGAIN,
-// READONLY, MASTERDOWN or LOADING. The reload runs in the background
+// the client to reload its slot map whenever a call fails in a way that
+// suggests the topology changed: a network error or timeout, CLUSTERDOWN,
+// MOVED, ASK, TRYAGAIN, READONLY, MASTERDOWN or LOADING. The reload runs in the background
 // (ClusterClient.ReloadState) and is rate-limited to one per
 // refreshInterval per ClusterClient; failed calls are not retried (an
 // acquisition whose reply was lost may have been applied).
