@@ -573,10 +573,19 @@ func clusterFailoverSetup(t *testing.T, ctx context.Context, restart bool) failo
 	}
 }
 
-func sentinelFailoverSetup(t *testing.T, ctx context.Context) failoverSetup {
+// sentinelFailoverSetup starts a Sentinel setup whose master will be
+// killed. The library gets a redis.FailoverClient, or with clusterClient a
+// redis.NewFailoverClusterClient (a ClusterClient over the Sentinel group).
+func sentinelFailoverSetup(t *testing.T, ctx context.Context, clusterClient bool) failoverSetup {
 	s := redistest.StartSentinel(ctx, t)
-	newClient := func() *redis.Client {
-		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
+	opt := func() *redis.FailoverOptions {
+		return &redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true}
+	}
+	newClient := func() redis.UniversalClient {
+		var rdb redis.UniversalClient = redis.NewFailoverClient(opt())
+		if clusterClient {
+			rdb = redis.NewFailoverClusterClient(opt())
+		}
 		t.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
@@ -670,10 +679,18 @@ func TestFailoverSentinel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			res := runFailover(t, sentinelFailoverSetup(t, ctx), opts...)
+			res := runFailover(t, sentinelFailoverSetup(t, ctx, false), opts...)
 			res.assert(t, "sentinel/"+name, ack)
 		})
 	}
+	t.Run("failover-cluster-client", func(t *testing.T) {
+		// redis.NewFailoverClusterClient: a ClusterClient whose slot map
+		// comes from the sentinels, so it gets the library's reloads.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res := runFailover(t, sentinelFailoverSetup(t, ctx, true))
+		res.assert(t, "sentinel/failover-cluster-client", false)
+	})
 }
 
 // TestFailoverSentinelLaggingReplicas measures what asynchronous
