@@ -19,11 +19,14 @@ type MemberFormat int
 const (
 	// FormatCurrent is Redisson 3.21.0 and later (Lua struct "Bc0I"): one
 	// byte 16, 16 random bytes, the permits as uint32 little-endian;
-	// 21 bytes. It is the default.
+	// 21 bytes. It is the default, and also the format to write next to
+	// Redisson 3.17.0 to 3.20.x, which write the same layout with 8 random
+	// bytes and read 16-byte ones correctly.
 	FormatCurrent MemberFormat = iota
-	// FormatLc0I is Redisson 3.16.4 to 3.20.x: the length of the random
-	// text as uint64 little-endian, the decimal text of a random signed
-	// 64-bit integer, the permits as uint32 little-endian.
+	// FormatLc0I is Redisson 3.16.4 to 3.16.8: the length of the random
+	// part as uint64 little-endian, the random part (this library writes
+	// the decimal text of a random signed 64-bit integer), the permits as
+	// uint32 little-endian. Redisson 3.17 and later misread these records.
 	FormatLc0I
 	// FormatFI is Redisson 3.16.3 and earlier: a float32 little-endian,
 	// then the permits as uint32 little-endian; 8 bytes.
@@ -54,25 +57,25 @@ type Member struct {
 	// Format is the layout the record was written in.
 	Format MemberFormat
 	// Random is the part that keeps records unique: 16 bytes for
-	// FormatCurrent, the decimal text for FormatLc0I, the 4 float bytes for
-	// FormatFI.
+	// FormatCurrent (8 from Redisson 3.17 to 3.20), the text or bytes of
+	// FormatLc0I, the 4 float bytes for FormatFI.
 	Random []byte
 	// Permits is the number of permits the acquisition took.
 	Permits uint32
 }
 
-// EncodeMember builds a permit record. random must be 16 bytes for
-// FormatCurrent, 4 bytes for FormatFI and 1 to 255 bytes for FormatLc0I
-// (Redisson writes the decimal text of a signed 64-bit integer). It fails
-// with ErrInvalidArgument for another length or an unknown format.
+// EncodeMember builds a permit record. random must be 4 bytes for FormatFI
+// and 1 to 255 bytes for the others (Redisson writes 16 for FormatCurrent,
+// 8 before 3.21). It fails with ErrInvalidArgument for another length or
+// an unknown format.
 func EncodeMember(f MemberFormat, random []byte, permits uint32) ([]byte, error) {
 	var out []byte
 	switch f {
 	case FormatCurrent:
-		if len(random) != 16 {
-			return nil, invalid("Bc0I random part must be 16 bytes, got %d", len(random))
+		if len(random) < 1 || len(random) > 255 {
+			return nil, invalid("Bc0I random part must be 1 to 255 bytes, got %d", len(random))
 		}
-		out = append(append(make([]byte, 0, 21), 16), random...)
+		out = append(append(make([]byte, 0, 5+len(random)), byte(len(random))), random...)
 	case FormatLc0I:
 		if len(random) < 1 || len(random) > 255 {
 			return nil, invalid("Lc0I random part must be 1 to 255 bytes, got %d", len(random))
@@ -94,15 +97,15 @@ func EncodeMember(f MemberFormat, random []byte, permits uint32) ([]byte, error)
 // It recognises the format from the record's shape and fails with
 // ErrCorruptState for bytes that fit none of them.
 func DecodeMember(b []byte) (Member, error) {
-	if len(b) < 8 {
+	if len(b) < 6 {
 		return Member{}, fmt.Errorf("%w: permit record of %d bytes", ErrCorruptState, len(b))
 	}
 	permits := binary.LittleEndian.Uint32(b[len(b)-4:])
 	switch {
 	case len(b) == 8:
 		return Member{Format: FormatFI, Random: b[:4], Permits: permits}, nil
-	case len(b) == 21 && b[0] == 16:
-		return Member{Format: FormatCurrent, Random: b[1:17], Permits: permits}, nil
+	case int(b[0]) == len(b)-5:
+		return Member{Format: FormatCurrent, Random: b[1 : len(b)-4], Permits: permits}, nil
 	case len(b) >= 13 && binary.LittleEndian.Uint64(b) == uint64(len(b)-12):
 		return Member{Format: FormatLc0I, Random: b[8 : len(b)-4], Permits: permits}, nil
 	}

@@ -62,21 +62,23 @@ local function sum(members)
 end
 
 -- Releases the records at or before cutoff. Returns the new value and
--- whether anything was released. When the released permits would lift
--- the value past the rate (permits came back through release()), the
--- value is recounted from the records still in the window.
+-- whether it changed. When the released permits would lift the value past
+-- the rate (permits came back through release(), or a Redisson
+-- availablePermits stored an uncapped sum), the value is recounted from
+-- the records still in the window.
 local function expire(permitsKey, cutoff, value, rate)
   local old = read('ZRANGEBYSCORE', permitsKey, '-inf', cutoff)
-  if #old == 0 then
-    return value, false
-  end
   local released = sum(old)
   if value + released > rate then
     value = rate - (sum(read('ZRANGE', permitsKey, 0, -1)) - released)
+  elseif #old == 0 then
+    return value, false
   else
     value = value + released
   end
-  redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
+  if #old > 0 then
+    redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
+  end
   return value, true
 end
 
