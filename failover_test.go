@@ -344,13 +344,6 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 		all = append(all, rs...)
 	}
 	res.calls = len(all)
-	if os.Getenv("FO_DEBUG") != "" {
-		for _, r := range all {
-			if d := r.start.Sub(killAt); d >= 0 && d < 400*time.Millisecond {
-				t.Logf("DEBUG %s start %v dur %v granted %v err %v", r.kind, d, r.end.Sub(r.start), r.granted, r.err)
-			}
-		}
-	}
 	var lastErrEnd time.Time
 	var preKillLat []time.Duration
 	told := map[int64]callRec{} // count grants told to callers, by score
