@@ -30,7 +30,18 @@ import (
 //   - how many acquisitions acknowledged to callers were lost with the
 //     crash (asynchronous replication), with and without WithReplicaAck,
 //     and the latency of an acquisition with and without it.
-// Numbers are printed with t.Log (go test -v -run Failover).
+//
+// Deployments: a 3+3 cluster (TestFailoverCluster; the ack run restarts
+// the crashed node once a replica took over, so that the shard has a
+// replica to acknowledge again), a Sentinel group through FailoverClient
+// and NewFailoverClusterClient (TestFailoverSentinel), and a Sentinel group
+// whose replicas are 300 ms behind at the crash
+// (TestFailoverSentinelLaggingReplicas). Every run also drives a control
+// client without the library, to show what go-redis does on its own. A
+// call that ends late while the test process itself was not scheduled (a
+// stall the ticker goroutine measures, seen under -race on 2 cores) is
+// logged, not counted. Numbers are printed with t.Log
+// (go test -v -run Failover).
 
 const (
 	foTryDeadline     = 300 * time.Millisecond // ctx deadline of each TryAcquire
