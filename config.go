@@ -143,7 +143,7 @@ func (r *RateLimiter) Config(ctx context.Context) (Config, error) {
 	}
 	h, err := r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
 	if err != nil {
-		return Config{}, scriptError(err)
+		return Config{}, r.c.result(err)
 	}
 	if len(h) == 0 {
 		return Config{}, nil

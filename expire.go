@@ -85,7 +85,8 @@ func (r *RateLimiter) RemainTimeToLive(ctx context.Context) (time.Duration, erro
 	}
 	// go-redis returns PTTL's -1 and -2 as that many nanoseconds, which
 	// are TTLPersistent and TTLMissing.
-	return r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+	ttl, err := r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+	return ttl, r.c.result(err)
 }
 
 // Delete deletes all five keys of the limiter and reports whether any
@@ -95,7 +96,7 @@ func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := r.c.rdb.Del(ctx, r.keys.all()...).Result()
-	return n > 0, err
+	return n > 0, r.c.result(err)
 }
 
 // Exists reports whether the limiter's config exists.
@@ -104,5 +105,5 @@ func (r *RateLimiter) Exists(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := r.c.rdb.Exists(ctx, r.keys.Config).Result()
-	return n > 0, err
+	return n > 0, r.c.result(err)
 }

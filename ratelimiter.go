@@ -27,6 +27,8 @@ type Client struct {
 	format  MemberFormat
 	clock   func() time.Time
 	cluster bool
+	ack     replicaAck // WithReplicaAck; zero: off
+	refresh refresher  // cluster slot map reloads (topology.go)
 	err     error
 }
 

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -102,29 +99,11 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 			c.err = errors.Join(c.err, invalid("replica ack timeout %v must be at least 1ms", timeout))
 			return
 		}
-		setReplicaAck(c, replicaAck{replicas: replicas, timeout: timeout})
+		c.ack = replicaAck{replicas: replicas, timeout: timeout}
 	}
 }
 
-// replicaAcks holds the WithReplicaAck setting of each Client, keyed
-// weakly. (Kept beside Client rather than in it while the Client struct is
-// owned elsewhere; a field would do the same.)
-var replicaAcks sync.Map // weak.Pointer[Client] -> replicaAck
-
-func setReplicaAck(c *Client, a replicaAck) {
-	key := weak.Make(c)
-	if _, loaded := replicaAcks.Swap(key, a); !loaded {
-		runtime.AddCleanup(c, func(k weak.Pointer[Client]) { replicaAcks.Delete(k) }, key)
-	}
-}
-
-func (c *Client) replicaAck() (replicaAck, bool) {
-	v, ok := replicaAcks.Load(weak.Make(c))
-	if !ok {
-		return replicaAck{}, false
-	}
-	return v.(replicaAck), true
-}
+func (c *Client) replicaAck() (replicaAck, bool) { return c.ack, c.ack.replicas > 0 }
 
 // ackMargin is kept free before the context's deadline when the WAIT
 // timeout is fitted into it, for the reply to come back.
@@ -133,7 +112,7 @@ const ackMargin = 5 * time.Millisecond
 // evalAck runs an acquisition script and WAIT in one pipeline on the
 // master's connection, and turns a short acknowledgement of a grant into a
 // *ReplicaAckError. It returns the script's raw reply and error.
-func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (int64, error) {
+func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) ([]int64, error) {
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -153,7 +132,7 @@ func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaA
 		var p redis.Pipeliner
 		p, err = r.ackPipeline(ctx, keys[0])
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		script, wait = s.EvalSha(ctx, p, keys, args...), pipeWait(ctx, p, ack.replicas, timeout)
 		_, _ = p.Exec(ctx)
@@ -175,20 +154,20 @@ func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaA
 		}
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	v, err := script.Int64()
-	if err != nil || v != 0 { // error, or not granted: nothing to acknowledge
+	v, err := script.Int64Slice()
+	if err != nil || len(v) == 0 || v[0] != 0 { // error, or not granted: nothing to acknowledge
 		return v, err
 	}
 	acked, werr := wait()
 	if werr != nil {
-		return 0, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
+		return nil, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
 	}
 	if int(acked) < ack.replicas {
-		return 0, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
+		return nil, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
 	}
-	return 0, nil
+	return v, nil
 }
 
 // ackPipeline returns a pipeline whose commands all go over one connection

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"weak"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,7 +27,7 @@ import (
 // suggests the topology changed: a network error or timeout, CLUSTERDOWN,
 // MOVED, ASK, TRYAGAIN, READONLY, MASTERDOWN or LOADING. The reload runs in the background
 // (ClusterClient.ReloadState) and is rate-limited to one per
-// refreshInterval per ClusterClient; failed calls are not retried (an
+// refreshInterval per Client; failed calls are not retried (an
 // acquisition whose reply was lost may have been applied).
 //
 // A Sentinel-backed redis.FailoverClient needs none of this: it asks the
@@ -38,28 +35,12 @@ import (
 // connections on +switch-master. NewFailoverClusterClient returns a
 // ClusterClient and gets the refresh.
 
-// refreshInterval is the least time between two slot map reloads that the
-// library asks of one ClusterClient.
+// refreshInterval is the least time between two slot map reloads that a
+// Client asks of its ClusterClient.
 const refreshInterval = 100 * time.Millisecond
 
 type refresher struct {
 	next atomic.Int64 // unix nanoseconds before which no reload is asked
-}
-
-// refreshers holds one refresher per ClusterClient, keyed weakly so that a
-// closed and dropped client is not kept alive by the library.
-var refreshers sync.Map // weak.Pointer[redis.ClusterClient] -> *refresher
-
-func refresherFor(cc *redis.ClusterClient) *refresher {
-	key := weak.Make(cc)
-	if v, ok := refreshers.Load(key); ok {
-		return v.(*refresher)
-	}
-	v, loaded := refreshers.LoadOrStore(key, &refresher{})
-	if !loaded {
-		runtime.AddCleanup(cc, func(k weak.Pointer[redis.ClusterClient]) { refreshers.Delete(k) }, key)
-	}
-	return v.(*refresher)
 }
 
 // observe is called with the raw error of every Redis call the library
@@ -73,7 +54,7 @@ func (c *Client) observe(err error) {
 	if !ok || !topologyError(err) {
 		return
 	}
-	r := refresherFor(cc)
+	r := &c.refresh
 	now := time.Now().UnixNano()
 	next := r.next.Load()
 	if now < next || !r.next.CompareAndSwap(next, now+int64(refreshInterval)) {

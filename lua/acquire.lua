@@ -1,7 +1,8 @@
 -- tryAcquire. ARGV: permits, now (ms), member (built by the client in the
--- fleet's member format). Returns 0 when granted, -1 when the member
--- collided with an existing one (nothing was added: retry with a fresh
--- member), otherwise the wait hint in ms.
+-- fleet's member format). Returns {code, value}: code 0 when granted, -1
+-- when the member collided with an existing one (nothing was added: retry
+-- with a fresh member), otherwise the wait hint in ms; value is what is
+-- left available.
 local n = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local rate, interval, keep, valueKey, permitsKey = limiter()
@@ -43,4 +44,4 @@ if result == 0 then
   redis.call('SET', valueKey, value)
 end
 refresh(valueKey, permitsKey, keep)
-return result
+return {result, value}
