@@ -15,7 +15,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 peer="$here/peer"
 versions=("$@")
 if [ ${#versions[@]} -eq 0 ]; then
-  versions=(4.7.0 3.52.0 3.20.1 3.16.3)
+  versions=(4.7.0 3.52.0 3.20.1 3.16.8 3.16.3)
 fi
 
 for tool in java mvn; do

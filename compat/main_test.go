@@ -116,11 +116,14 @@ func rdb(t testing.TB) *redis.Client {
 }
 
 // formatFor is the member format a Go client must write next to a Redisson
-// version. 3.20.1 unpacks "Bc0I" (observed; see observedFormat), which reads
-// the library's 16-byte FormatCurrent records correctly, while a FormatLc0I
-// record would be misread; so FormatCurrent, not FormatLc0I, is right for it.
+// version (observed; see observedFormat and TestMemberFormatMatters).
+// 3.20.1 unpacks "Bc0I", which reads the library's 16-byte FormatCurrent
+// records correctly and misreads FormatLc0I ones; 3.16.8 unpacks "Lc0I", so
+// it needs FormatLc0I; 3.16.3 unpacks "fI".
 func formatFor(version string) ratelimiter.MemberFormat {
 	switch version {
+	case "3.16.8":
+		return ratelimiter.FormatLc0I
 	case "3.16.3":
 		return ratelimiter.FormatFI
 	}

@@ -25,7 +25,7 @@ import (
 )
 
 // Versions are the Redisson versions the suite covers, newest first.
-var Versions = []string{"4.7.0", "3.52.0", "3.20.1", "3.16.3"}
+var Versions = []string{"4.7.0", "3.52.0", "3.20.1", "3.16.8", "3.16.3"}
 
 // DefaultTimeout bounds one peer command when the context has no deadline.
 const DefaultTimeout = 30 * time.Second

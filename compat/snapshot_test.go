@@ -20,7 +20,9 @@ import (
 
 // observedFormat is the member format each version was seen to write when
 // recorded (Lua struct format, random part length). Note 3.20.1: PROTOCOL.md
-// lists it under Lc0I, but it writes (and unpacks) Bc0I with 8 random bytes.
+// lists it under Lc0I, but it writes (and unpacks) Bc0I with 8 random bytes;
+// Lc0I is what 3.16.8 writes (observed), with 8 raw random bytes, not
+// the decimal text PROTOCOL.md describes.
 var observedFormat = map[string]struct {
 	format    string
 	randomLen int
@@ -28,6 +30,7 @@ var observedFormat = map[string]struct {
 	"4.7.0":  {"Bc0I", 16},
 	"3.52.0": {"Bc0I", 16},
 	"3.20.1": {"Bc0I", 8},
+	"3.16.8": {"Lc0I", 8},
 	"3.16.3": {"fI", 4},
 }
 
@@ -136,6 +139,34 @@ func TestSnapshotEncoderLayout(t *testing.T) {
 			dm, err := ratelimiter.DecodeMember(enc)
 			if err != nil || dm.Permits != permits || dm.Format != f || !bytes.Equal(dm.Random, random) {
 				t.Errorf("%s: DecodeMember(EncodeMember(%v, %x, %d)) = %+v, %v", v, f, random, permits, dm, err)
+			}
+		}
+	}
+}
+
+// TestSnapshotOtherFormatsMisread is the Java-free half of
+// TestMemberFormatMatters: for every version, records in each format other
+// than formatFor's are misread (or not readable at all) by the version's own
+// unpack format, so formatFor's choice is the only one that works.
+func TestSnapshotOtherFormatsMisread(t *testing.T) {
+	randoms := map[ratelimiter.MemberFormat][]byte{
+		ratelimiter.FormatCurrent: bytes.Repeat([]byte{0xa5}, 16),
+		ratelimiter.FormatLc0I:    []byte("-1234567890123456789"),
+		ratelimiter.FormatFI:      {0x00, 0x00, 0x80, 0x5e},
+	}
+	for v, s := range loadSnapshots(t) {
+		for f, random := range randoms {
+			if f == formatFor(v) {
+				continue
+			}
+			const permits = 3
+			enc, err := ratelimiter.EncodeMember(f, random, permits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := JavaUnpackPermits(s.MemberFormat, enc)
+			if err == nil && got == permits {
+				t.Errorf("Redisson %s (unpacks %s) reads a %v record %x right: formatFor(%s) = %v is not the only choice", v, s.MemberFormat, f, enc, v, formatFor(v))
 			}
 		}
 	}
