@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -344,4 +345,44 @@ func TestNilOption(t *testing.T) {
 	l := ratelimiter.NewClient(newRedis(t), nil).RateLimiter("x")
 	_, err := l.TryAcquire(context.Background(), 1)
 	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+}
+
+// TestDeadlineBoundsStalledRedis: a Redis that stops answering (here a
+// listener that accepts and never replies, on a client without
+// ContextTimeoutEnabled and with long socket timeouts) does not hold a
+// call past its context's deadline.
+func TestDeadlineBoundsStalledRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
+	defer rdb.Close()
+	l := ratelimiter.NewClient(rdb).RateLimiter("stalled")
+
+	calls := map[string]func(ctx context.Context) error{
+		"TryAcquire": func(ctx context.Context) error { _, err := l.TryAcquire(ctx, 1); return err },
+		"Acquire":    func(ctx context.Context) error { return l.Acquire(ctx, 1) },
+		"SetRate": func(ctx context.Context) error {
+			return l.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Second})
+		},
+		"Config": func(ctx context.Context) error { _, err := l.Config(ctx); return err },
+		"Exists": func(ctx context.Context) error { _, err := l.Exists(ctx); return err },
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := call(ctx)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, name)
+		require.Less(t, time.Since(start), 30*time.Second, name) // not the minute-long read timeout
+	}
 }

@@ -141,7 +141,9 @@ func (r *RateLimiter) Config(ctx context.Context) (Config, error) {
 	if err := r.check(nil); err != nil {
 		return Config{}, err
 	}
-	h, err := r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
+	h, err := bounded(ctx, func() (map[string]string, error) {
+		return r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
+	})
 	if err != nil {
 		return Config{}, r.c.result(err)
 	}

@@ -85,7 +85,9 @@ func (r *RateLimiter) RemainTimeToLive(ctx context.Context) (time.Duration, erro
 	}
 	// go-redis returns PTTL's -1 and -2 as that many nanoseconds, which
 	// are TTLPersistent and TTLMissing.
-	ttl, err := r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+	ttl, err := bounded(ctx, func() (time.Duration, error) {
+		return r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+	})
 	return ttl, r.c.result(err)
 }
 
@@ -95,7 +97,9 @@ func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
-	n, err := r.c.rdb.Del(ctx, r.keys.all()...).Result()
+	n, err := bounded(ctx, func() (int64, error) {
+		return r.c.rdb.Del(ctx, r.keys.all()...).Result()
+	})
 	return n > 0, r.c.result(err)
 }
 
@@ -104,6 +108,8 @@ func (r *RateLimiter) Exists(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
-	n, err := r.c.rdb.Exists(ctx, r.keys.Config).Result()
+	n, err := bounded(ctx, func() (int64, error) {
+		return r.c.rdb.Exists(ctx, r.keys.Config).Result()
+	})
 	return n > 0, r.c.result(err)
 }
