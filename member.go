@@ -24,9 +24,13 @@ const (
 	// bytes and read 16-byte ones correctly.
 	FormatCurrent MemberFormat = iota
 	// FormatLc0I is Redisson 3.16.4 to 3.16.8: the length of the random
-	// part as uint64 little-endian, the random part (this library writes
-	// the decimal text of a random signed 64-bit integer), the permits as
-	// uint32 little-endian. Redisson 3.17 and later misread these records.
+	// part as uint64 little-endian, the random part, the permits as uint32
+	// little-endian. Those versions write 8 raw random bytes; this library
+	// writes the decimal text of a random signed 64-bit integer, as
+	// PROTOCOL.md describes, which they read the same way. Use it next to
+	// them: their scripts fail ("data string too short") on a 21-byte
+	// FormatCurrent record once it leaves the window, and Redisson 3.17 and
+	// later misread Lc0I records as huge permit counts.
 	FormatLc0I
 	// FormatFI is Redisson 3.16.3 and earlier: a float32 little-endian,
 	// then the permits as uint32 little-endian; 8 bytes.
