@@ -105,13 +105,20 @@ func TestAcquireRefusedWithHint(t *testing.T) {
 	require.False(t, res.Granted)
 	// 3 + interval - (now - oldest) = 3 + 10000 - 5000.
 	require.Equal(t, 5003*time.Millisecond, res.RetryAfter)
+	require.Equal(t, int64(0), res.Remaining)
 	require.Equal(t, before, snapshot(t, rdb, l), "a refusal with nothing expired changes nothing")
 
-	// Once the oldest record expires its 2 permits come back.
+	// Once the oldest record expires its 2 permits come back; what a
+	// refusal and a grant report as remaining is what Redis stores.
 	clock.Advance(5 * time.Second)
+	res, err = l.Allow(ctx, 3)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	require.Equal(t, int64(2), res.Remaining)
+	require.Equal(t, "2", rdb.Get(ctx, l.Keys().Value).Val())
 	res, err = l.Allow(ctx, 2)
 	require.NoError(t, err)
-	require.Equal(t, ratelimiter.Result{Granted: true}, res)
+	require.Equal(t, ratelimiter.Result{Granted: true, Remaining: 0}, res)
 	require.Equal(t, "0", rdb.Get(ctx, l.Keys().Value).Val())
 	require.Equal(t, int64(2), rdb.ZCard(ctx, l.Keys().Permits).Val())
 }
@@ -385,4 +392,18 @@ func TestDeadlineBoundsStalledRedis(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded, name)
 		require.Less(t, time.Since(start), 30*time.Second, name) // not the minute-long read timeout
 	}
+}
+
+func TestAllowRemaining(t *testing.T) {
+	ctx := context.Background()
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Minute})
+	for _, want := range []int64{7, 4, 1} {
+		res, err := l.Allow(ctx, 3)
+		require.NoError(t, err)
+		require.Equal(t, ratelimiter.Result{Granted: true, Remaining: want}, res)
+	}
+	res, err := l.Allow(ctx, 3)
+	require.NoError(t, err)
+	require.False(t, res.Granted)
+	require.Equal(t, int64(1), res.Remaining)
 }

@@ -1,25 +1,83 @@
 -- tryAcquire. ARGV: permits, now (ms), member (built by the client in the
--- fleet's member format). Returns {code, value}: code 0 when granted, -1
--- when the member collided with an existing one (nothing was added: retry
--- with a fresh member), otherwise the wait hint in ms; value is what is
--- left available.
+-- fleet's member format). A grant returns the permits left available, an
+-- integer; anything else returns {code, value}: code -1 when the member
+-- collided with an existing one (nothing was added: retry with a fresh
+-- member), otherwise the wait hint in ms, and the permits available. (A
+-- table reply costs Redis measurably more than an integer, and grants are
+-- the common case.)
+--
+-- This is the hot path, so it stands alone, without lib.lua: every Lua
+-- function call and closure shows in Redis's time per call (bench_test.go).
+-- As in lib.lua, every check runs before the first write, and errors carry
+-- the prefixes that errors.go maps (a WRONGTYPE from a read is mapped
+-- there too).
+local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
+if not (c[1] and c[2] and c[3]) then
+  return redis.error_reply('RLNOTINIT RateLimiter is not initialized')
+end
+local rate, interval, keep = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or 0)
+if not (rate and interval and keep) or rate % 1 ~= 0 or interval % 1 ~= 0 or keep % 1 ~= 0 then
+  return redis.error_reply('RLSTATE config fields are not integers')
+end
+local valueKey, permitsKey = KEYS[2], KEYS[4]
+if c[3] == '1' then
+  valueKey, permitsKey = KEYS[3], KEYS[5]
+elseif c[3] ~= '0' then
+  return redis.error_reply('RLSTATE unknown type ' .. c[3])
+end
 local n = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
-local rate, interval, keep, valueKey, permitsKey = limiter()
 if n > rate then
-  fail('RLEXCEED', 'Requested permits amount cannot exceed defined rate')
+  return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
+end
+local now = tonumber(ARGV[2])
+
+-- Sums the permit counts (the last four bytes, little-endian, in every
+-- Redisson member format); nil for a record too short to hold one.
+local function sum(members)
+  local total = 0
+  for i = 1, #members do
+    local m = members[i]
+    if #m < 4 then
+      return nil
+    end
+    local a, b, c, d = string.byte(m, -4, -1)
+    total = total + a + b * 256 + c * 65536 + d * 16777216
+  end
+  return total
 end
 
-local stored = read('GET', valueKey)
-local value
+local stored = redis.call('GET', valueKey)
+local value = rate
+local changed = false
 local result = 0
-if stored == false then
-  value = rate
-else
-  local changed
-  value, changed = expire(permitsKey, now - interval, whole(stored, 'value'), rate)
+if stored then
+  value = tonumber(stored)
+  if not value or value % 1 ~= 0 then
+    return redis.error_reply('RLSTATE value is not an integer')
+  end
+  local cutoff = now - interval
+  local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff)
+  local released = 0
+  if #old > 0 or value > rate then
+    released = sum(old)
+    if not released then
+      return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+    end
+    if value + released > rate then
+      -- Permits came back through release(), or a Redisson
+      -- availablePermits stored an uncapped sum: recount from the window.
+      local used = sum(redis.call('ZRANGE', permitsKey, 0, -1))
+      if not used then
+        return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+      end
+      value = rate - (used - released)
+    else
+      value = value + released
+    end
+    changed = true
+  end
   if value < n then
-    local oldest = read('ZRANGE', permitsKey, 0, 0, 'WITHSCORES')
+    local oldest = redis.call('ZRANGE', permitsKey, #old, #old, 'WITHSCORES')
     if oldest[2] then
       result = 3 + interval - (now - tonumber(oldest[2]))
     else
@@ -30,9 +88,11 @@ else
       changed = true
     end
   end
-  if result ~= 0 and changed then
-    redis.call('SET', valueKey, value)
+  if #old > 0 then
+    redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
   end
+else
+  changed = true
 end
 
 if result == 0 then
@@ -40,8 +100,27 @@ if result == 0 then
     result = -1
   else
     value = value - n
+    if not changed then
+      redis.call('DECRBY', valueKey, ARGV[1])
+    end
   end
+end
+if changed then
   redis.call('SET', valueKey, value)
 end
-refresh(valueKey, permitsKey, keep)
+
+if keep > 0 then
+  redis.call('PEXPIRE', KEYS[1], keep)
+  redis.call('PEXPIRE', valueKey, keep)
+  redis.call('PEXPIRE', permitsKey, keep)
+else
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', valueKey, ttl)
+    redis.call('PEXPIRE', permitsKey, ttl)
+  end
+end
+if result == 0 then
+  return value
+end
 return {result, value}
