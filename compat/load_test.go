@@ -53,8 +53,11 @@ func TestMixedLoad(t *testing.T) {
 // runs, and a window of exactly one interval can hold a few more than the
 // rate (Redisson alone, 8 Java threads, 50/s: up to 54 in 1000 ms). The
 // limit holds exactly for windows shorter by the lag; the checks use
-// interval - stampTolerance and log the full-interval figures.
-const stampTolerance = 50
+// interval - stampTolerance and log the full-interval figures. Under the
+// race detector, with 8 Java and Go workers on 2 cores, a worker can be
+// descheduled for tens of milliseconds between its clock reading and its
+// script (a 950 ms window held 51 once in about ten runs), hence 100 ms.
+const stampTolerance = 100
 
 const (
 	loadRate     = 50
