@@ -56,7 +56,7 @@ func TestMixedLoad(t *testing.T) {
 // interval - stampTolerance and log the full-interval figures. Under the
 // race detector, with 8 Java and Go workers on 2 cores, a worker can be
 // descheduled for tens of milliseconds between its clock reading and its
-// script (a 950 ms window held 51 once in about ten runs), hence 100 ms.
+// script (the 950 ms check failed once in about ten runs), hence 100 ms.
 const stampTolerance = 100
 
 const (
