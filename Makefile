@@ -1,6 +1,7 @@
 # The two commands of README.md: `make demo` and `make test`. Both install
-# what a fresh Debian machine lacks (redis-server; for the tests also
-# redis-sentinel, redis-cli, Java 17 and Maven) before they run.
+# what a fresh Debian machine lacks (redis-server, redis-sentinel,
+# redis-cli and valgrind; for the tests also Java 17 and Maven) before they
+# run.
 
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -29,7 +30,7 @@ deps: deps-redis deps-java peer
 
 deps-redis:
 	@missing=""; \
-	for b in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools; do \
+	for b in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools valgrind:valgrind; do \
 	  command -v $${b%%:*} >/dev/null 2>&1 || missing="$$missing $${b##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -10,8 +10,8 @@ import (
 type Result struct {
 	// Granted reports whether the permits were taken.
 	Granted bool
-	// Remaining is the permits left available in the window after this
-	// call, as the limiter stored them.
+	// Remaining is, when Granted, the permits left available in the window
+	// after this call, as the limiter stored them; 0 when not granted.
 	Remaining int64
 	// RetryAfter is zero when Granted; otherwise the time until the oldest
 	// permit record in the window expires, the earliest moment a retry can
@@ -39,14 +39,14 @@ func (r *RateLimiter) Allow(ctx context.Context, n int64) (Result, error) {
 
 func (r *RateLimiter) allow(ctx context.Context, n int64) (Result, error) {
 	for i := 0; i < memberRetries; i++ {
-		code, left, err := r.evalAcquire(ctx, n, r.nowMillis(), newMember(r.c.format, uint32(n)))
+		v, err := r.evalAcquire(ctx, n, r.nowMillis(), newMember(r.c.format, uint32(n)))
 		switch {
 		case err != nil:
 			return Result{}, err
-		case code == 0:
-			return Result{Granted: true, Remaining: left}, nil
-		case code > 0:
-			return Result{Remaining: left, RetryAfter: time.Duration(code) * time.Millisecond}, nil
+		case v >= 0:
+			return Result{Granted: true, Remaining: v}, nil
+		case v < -1:
+			return Result{RetryAfter: time.Duration(-v) * time.Millisecond}, nil
 		}
 	}
 	return Result{}, fmt.Errorf("%w: %d permit record collisions in a row", ErrCorruptState, memberRetries)

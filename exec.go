@@ -2,7 +2,6 @@ package ratelimiter
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,42 +14,18 @@ func (r *RateLimiter) eval(ctx context.Context, s *redis.Script, keys []string, 
 	return v, r.c.result(err)
 }
 
-// evalAcquire runs the acquire script and returns its code (0 granted,
-// -1 record collision, else the wait hint in ms) and the permits left. On
-// a client made with WithReplicaAck a grant also waits for the replicas
-// (replicas.go).
-func (r *RateLimiter) evalAcquire(ctx context.Context, args ...any) (code, value int64, err error) {
-	reply, err := bounded(ctx, func() ([2]int64, error) {
+// evalAcquire runs the acquire script and returns its reply: the permits
+// left (>= 0) on a grant, -1 on a record collision, minus the wait hint in
+// ms on a refusal. On a client made with WithReplicaAck a grant also waits
+// for the replicas (replicas.go).
+func (r *RateLimiter) evalAcquire(ctx context.Context, args ...any) (int64, error) {
+	v, err := bounded(ctx, func() (int64, error) {
 		if ack, ok := r.c.replicaAck(); ok {
 			return r.evalAck(ctx, scriptAcquire, ack, r.keys.all(), args...)
 		}
-		return acquireReply(scriptAcquire.Run(ctx, r.c.rdb, r.keys.all(), args...).Result())
+		return scriptAcquire.Run(ctx, r.c.rdb, r.keys.all(), args...).Int64()
 	})
-	if err != nil {
-		return 0, 0, r.c.result(err)
-	}
-	return reply[0], reply[1], nil
-}
-
-// acquireReply reads the acquire script's reply: an integer for a grant
-// (the permits left), {code, value} otherwise.
-func acquireReply(v any, err error) ([2]int64, error) {
-	if err != nil {
-		return [2]int64{}, err
-	}
-	switch v := v.(type) {
-	case int64:
-		return [2]int64{0, v}, nil
-	case []any:
-		if len(v) == 2 {
-			code, ok1 := v[0].(int64)
-			value, ok2 := v[1].(int64)
-			if ok1 && ok2 {
-				return [2]int64{code, value}, nil
-			}
-		}
-	}
-	return [2]int64{}, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, v)
+	return v, r.c.result(err)
 }
 
 // result is where the error of every Redis call the library makes ends:

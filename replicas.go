@@ -112,7 +112,7 @@ const ackMargin = 5 * time.Millisecond
 // evalAck runs an acquisition script and WAIT in one pipeline on the
 // master's connection, and turns a short acknowledgement of a grant into a
 // *ReplicaAckError. It returns the script's raw reply and error.
-func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) ([2]int64, error) {
+func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (int64, error) {
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -132,7 +132,7 @@ func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaA
 		var p redis.Pipeliner
 		p, err = r.ackPipeline(ctx, keys[0])
 		if err != nil {
-			return [2]int64{}, err
+			return 0, err
 		}
 		script, wait = s.EvalSha(ctx, p, keys, args...), pipeWait(ctx, p, ack.replicas, timeout)
 		_, _ = p.Exec(ctx)
@@ -154,18 +154,18 @@ func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaA
 		}
 	}
 	if err != nil {
-		return [2]int64{}, err
+		return 0, err
 	}
-	v, err := acquireReply(script.Result())
-	if err != nil || v[0] != 0 { // error, or not granted: nothing to acknowledge
+	v, err := script.Int64()
+	if err != nil || v < 0 { // error, or not granted: nothing to acknowledge
 		return v, err
 	}
 	acked, werr := wait()
 	if werr != nil {
-		return [2]int64{}, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
+		return 0, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
 	}
 	if int(acked) < ack.replicas {
-		return [2]int64{}, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
+		return 0, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
 	}
 	return v, nil
 }

@@ -1,16 +1,14 @@
 -- tryAcquire. ARGV: permits, now (ms), member (built by the client in the
--- fleet's member format). A grant returns the permits left available, an
--- integer; anything else returns {code, value}: code -1 when the member
--- collided with an existing one (nothing was added: retry with a fresh
--- member), otherwise the wait hint in ms, and the permits available. (A
--- table reply costs Redis measurably more than an integer, and grants are
--- the common case.)
+-- fleet's member format). Replies one integer: the permits left available
+-- (>= 0) when granted; -1 when the member collided with an existing one
+-- (nothing was added: retry with a fresh member); otherwise minus the wait
+-- hint in ms (the hint is at least 4).
 --
 -- This is the hot path, so it stands alone, without lib.lua: every Lua
--- function call and closure shows in Redis's time per call (bench_test.go).
--- As in lib.lua, every check runs before the first write, and errors carry
--- the prefixes that errors.go maps (a WRONGTYPE from a read is mapped
--- there too).
+-- function call, closure and table shows in Redis's work per call
+-- (compat/instructions_test.go). As in lib.lua, every check runs before
+-- the first write, and errors carry the prefixes that errors.go maps (a
+-- WRONGTYPE from a read is mapped there too).
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
 if not (c[1] and c[2] and c[3]) then
   return redis.error_reply('RLNOTINIT RateLimiter is not initialized')
@@ -31,21 +29,6 @@ if n > rate then
 end
 local now = tonumber(ARGV[2])
 
--- Sums the permit counts (the last four bytes, little-endian, in every
--- Redisson member format); nil for a record too short to hold one.
-local function sum(members)
-  local total = 0
-  for i = 1, #members do
-    local m = members[i]
-    if #m < 4 then
-      return nil
-    end
-    local a, b, c, d = string.byte(m, -4, -1)
-    total = total + a + b * 256 + c * 65536 + d * 16777216
-  end
-  return total
-end
-
 local stored = redis.call('GET', valueKey)
 local value = rate
 local changed = false
@@ -59,6 +42,20 @@ if stored then
   local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff)
   local released = 0
   if #old > 0 or value > rate then
+    -- Sums the permit counts (the last four bytes, little-endian, in every
+    -- Redisson member format); nil for a record too short to hold one.
+    local function sum(members)
+      local total = 0
+      for i = 1, #members do
+        local m = members[i]
+        if #m < 4 then
+          return nil
+        end
+        local a, b, c, d = string.byte(m, -4, -1)
+        total = total + a + b * 256 + c * 65536 + d * 16777216
+      end
+      return total
+    end
     released = sum(old)
     if not released then
       return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
@@ -122,5 +119,7 @@ else
 end
 if result == 0 then
   return value
+elseif result > 0 then
+  return -result
 end
-return {result, value}
+return -1

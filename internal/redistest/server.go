@@ -44,15 +44,24 @@ type Server struct {
 // loopback port with persistence off; extra args are passed to redis-server
 // as configuration (for example "--maxmemory", "10mb"). It fails when the
 // binary is missing (ErrNoServer) or the server does not answer PING before
-// ctx is done or 10 seconds pass.
+// ctx is done or 30 seconds pass.
 func Start(ctx context.Context, args ...string) (*Server, error) {
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		return &Server{addr: addr}, nil
 	}
+	return StartWrapped(ctx, nil, args...)
+}
+
+// StartWrapped is Start that always starts a new redis-server (REDIS_ADDR
+// is not used), run by the command in wrapper, for example valgrind with
+// its options: wrapper[0] is looked up on PATH and given the rest of
+// wrapper, the redis-server path and its arguments.
+func StartWrapped(ctx context.Context, wrapper []string, args ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNoServer
 	}
+	cmdline := append(append([]string(nil), wrapper...), bin)
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
@@ -65,7 +74,7 @@ func Start(ctx context.Context, args ...string) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		s, err := startOn(ctx, bin, dir, port, args)
+		s, err := startOn(ctx, cmdline, dir, port, args)
 		if err == nil {
 			return s, nil
 		}
@@ -78,7 +87,7 @@ func Start(ctx context.Context, args ...string) (*Server, error) {
 	return nil, lastErr
 }
 
-func startOn(ctx context.Context, bin, dir string, port int, extra []string) (*Server, error) {
+func startOn(ctx context.Context, cmdline []string, dir string, port int, extra []string) (*Server, error) {
 	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
@@ -96,7 +105,7 @@ func startOn(ctx context.Context, bin, dir string, port int, extra []string) (*S
 		out:    &bytes.Buffer{},
 		exited: make(chan struct{}),
 	}
-	s.cmd = exec.Command(bin, args...)
+	s.cmd = exec.Command(cmdline[0], append(cmdline[1:], args...)...)
 	s.cmd.Stdout = s.out
 	s.cmd.Stderr = s.out
 	if err := s.cmd.Start(); err != nil {
@@ -104,7 +113,7 @@ func startOn(ctx context.Context, bin, dir string, port int, extra []string) (*S
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if err := Ping(ctx, s.addr); err == nil {
 			return s, nil
@@ -119,7 +128,7 @@ func startOn(ctx context.Context, bin, dir string, port int, extra []string) (*S
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return nil, fmt.Errorf("redistest: redis-server on port %d did not answer PING in 10s", port)
+			return nil, fmt.Errorf("redistest: redis-server on port %d did not answer PING in 30s", port)
 		}
 	}
 }
