@@ -20,23 +20,7 @@ import (
 // works on limiter names of its own.
 var redisAddr string
 
-func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	srv, err := redistest.Start(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot start redis-server:", err)
-		if redistest.Required() {
-			os.Exit(1)
-		}
-		fmt.Fprintln(os.Stderr, "SKIP: the tests need a redis-server (make deps installs it)")
-		os.Exit(0)
-	}
-	redisAddr = srv.Addr()
-	code := m.Run()
-	_ = srv.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, nil)) }
 
 func newRedis(t testing.TB) *redis.Client {
 	t.Helper()

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,22 +20,8 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	srv, err := redistest.Start(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot start redis-server:", err)
-		if redistest.Required() {
-			os.Exit(1)
-		}
-		fmt.Fprintln(os.Stderr, "SKIP: the tests need a redis-server (make deps installs it)")
-		os.Exit(0)
-	}
-	redisAddr = srv.Addr()
 	redis.SetLogger(quiet{}) // the failure tests dial dead ports on purpose
-	code := m.Run()
-	_ = srv.Close()
-	os.Exit(code)
+	os.Exit(redistest.Main(m, &redisAddr, nil))
 }
 
 func newRedis(t testing.TB) *redis.Client {

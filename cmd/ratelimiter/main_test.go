@@ -26,39 +26,23 @@ var (
 	redisAddr string
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, buildBinary)) }
 
-func testMain(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := redistest.Start(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot start redis-server:", err)
-		if redistest.Required() {
-			return 1
-		}
-		fmt.Fprintln(os.Stderr, "SKIP: the tests need a redis-server (make deps installs it)")
-		return 0
-	}
-	defer srv.Close()
-	redisAddr = srv.Addr()
-
+// buildBinary builds the command once for all tests into a temporary
+// directory, which the returned cleanup removes.
+func buildBinary() (func(), error) {
 	dir, err := os.MkdirTemp("", "ratelimiter-cli-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	bin = filepath.Join(dir, "ratelimiter")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build:", err)
-		return 1
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("go build: %w", err)
 	}
-	return m.Run()
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // result is one run of the binary.
