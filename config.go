@@ -120,7 +120,7 @@ func (r *RateLimiter) setRate(ctx context.Context, cfg Config, mustExist bool, o
 		}
 		opt(&o)
 	}
-	done, err := r.eval(ctx, scriptSetRate, r.keys.all(),
+	done, err := r.eval(ctx, scriptSetRate, r.keyList,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
 		flag(mustExist), flag(o.keepState), r.nowMillis())
 	return done == 1, err

@@ -21,9 +21,9 @@ func (r *RateLimiter) eval(ctx context.Context, s *redis.Script, keys []string, 
 func (r *RateLimiter) evalAcquire(ctx context.Context, args ...any) (int64, error) {
 	v, err := bounded(ctx, func() (int64, error) {
 		if ack, ok := r.c.replicaAck(); ok {
-			return r.evalAck(ctx, scriptAcquire, ack, r.keys.all(), args...)
+			return r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)
 		}
-		return scriptAcquire.Run(ctx, r.c.rdb, r.keys.all(), args...).Int64()
+		return scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Int64()
 	})
 	return v, r.c.result(err)
 }

@@ -73,7 +73,7 @@ func (r *RateLimiter) expire(ctx context.Context, cond ExpireCondition, args ...
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
-	changed, err := r.eval(ctx, scriptExpire, r.keys.all(), args...)
+	changed, err := r.eval(ctx, scriptExpire, r.keyList, args...)
 	return changed == 1, err
 }
 
@@ -98,7 +98,7 @@ func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := bounded(ctx, func() (int64, error) {
-		return r.c.rdb.Del(ctx, r.keys.all()...).Result()
+		return r.c.rdb.Del(ctx, r.keyList...).Result()
 	})
 	return n > 0, r.c.result(err)
 }

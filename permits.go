@@ -14,7 +14,7 @@ func (r *RateLimiter) Release(ctx context.Context, n int64) error {
 	if err := r.check(nil); err != nil || n == 0 {
 		return err
 	}
-	_, err := r.eval(ctx, scriptRelease, r.keys.all(), n)
+	_, err := r.eval(ctx, scriptRelease, r.keyList, n)
 	return err
 }
 
@@ -31,5 +31,5 @@ func (r *RateLimiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
-	return r.eval(ctx, scriptAvailable, r.keys.all(), r.nowMillis())
+	return r.eval(ctx, scriptAvailable, r.keyList, r.nowMillis())
 }

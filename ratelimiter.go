@@ -135,6 +135,7 @@ func (c *Client) RateLimiter(name string) *RateLimiter {
 		}
 	}
 	r.keys = keysFor(raw, c.id)
+	r.keyList = r.keys.all()
 	if c.cluster && !r.keys.sameSlot() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
@@ -144,10 +145,11 @@ func (c *Client) RateLimiter(name string) *RateLimiter {
 // RateLimiter is one named limiter, seen through one Client. It holds no
 // state of its own beyond its key names and is safe for concurrent use.
 type RateLimiter struct {
-	c    *Client
-	name string
-	keys Keys
-	err  error
+	c       *Client
+	name    string
+	keys    Keys
+	keyList []string // keys in the scripts' order K1..K5, made once
+	err     error
 }
 
 // Name returns the name the limiter was made with, before name mapping.
