@@ -44,6 +44,8 @@ type ReplicaAckError struct {
 	Err    error // why WAIT itself failed, if it did (then Acked is 0)
 }
 
+// Error says how many replicas acknowledged of how many asked for, and
+// that the permits were taken.
 func (e *ReplicaAckError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%v: %d of %d (WAIT failed: %v); the permits were taken", ErrReplicaAck, e.Acked, e.Wanted, e.Err)

@@ -120,6 +120,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns the exception class and message.
 func (e *Error) Error() string { return "java " + e.Class + ": " + e.Message }
 
 // ErrUnsupported is matched (errors.Is) by the answer to an operation the
@@ -331,6 +332,7 @@ type tailBuffer struct {
 	b   []byte
 }
 
+// Write keeps the tail of what is written.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -341,6 +343,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns the kept tail.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
