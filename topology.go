@@ -25,9 +25,9 @@ import (
 // cluster-node-timeout; go-redis issue #3979). The library therefore asks
 // the client to reload its slot map whenever a call fails in a way that
 // suggests the topology changed: a network error or timeout, CLUSTERDOWN,
-// MOVED, ASK, TRYAGAIN, READONLY, MASTERDOWN or LOADING. The reload runs in the background
-// (ClusterClient.ReloadState) and is rate-limited to one per
-// refreshInterval per Client; failed calls are not retried (an
+// MOVED, ASK, TRYAGAIN, READONLY, MASTERDOWN or LOADING. The reload runs
+// in the background (ClusterClient.ReloadState) and is rate-limited to one
+// per refreshInterval per Client; failed calls are not retried (an
 // acquisition whose reply was lost may have been applied).
 //
 // A Sentinel-backed redis.FailoverClient needs none of this: it asks the
