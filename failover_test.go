@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,9 @@ const (
 // failoverSetup is one kind of deployment under test.
 type failoverSetup struct {
 	rdb redis.UniversalClient
+	// switches, for Sentinel, starts counting failovers and returns a
+	// function that stops and returns the count.
+	switches func(ctx context.Context) func() int
 	// kill crashes the master that holds the "{fo}" limiters.
 	kill func(ctx context.Context) error
 	// afterKill, if set, runs right after the kill, beside the workers (for
@@ -596,9 +600,10 @@ func sentinelFailoverSetup(t *testing.T, ctx context.Context, clusterClient bool
 	master, err := s.Master(ctx)
 	require.NoError(t, err)
 	return failoverSetup{
-		rdb:     newClient(),
-		control: newClient(),
-		kill:    func(context.Context) error { return s.Kill(master) },
+		rdb:      newClient(),
+		control:  newClient(),
+		switches: sentinelSwitches(t, s.SentinelAddrs()),
+		kill:     func(context.Context) error { return s.Kill(master) },
 		promoted: func(ctx context.Context) (*redis.Client, error) {
 			m, err := s.WaitFailover(ctx, master)
 			if err != nil {
@@ -628,8 +633,9 @@ func laggingSentinelSetup(t *testing.T, ctx context.Context) failoverSetup {
 	master, err := s.Master(ctx)
 	require.NoError(t, err)
 	return failoverSetup{
-		rdb:     newClient(),
-		control: newClient(),
+		rdb:      newClient(),
+		control:  newClient(),
+		switches: sentinelSwitches(t, s.SentinelAddrs()),
 		kill: func(ctx context.Context) error {
 			if err := s.FreezeReplication(); err != nil {
 				return err
@@ -683,7 +689,7 @@ func TestFailoverSentinel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			res := runFailover(t, sentinelFailoverSetup(t, ctx, false), opts...)
+			res := runSentinelFailover(t, ctx, func() failoverSetup { return sentinelFailoverSetup(t, ctx, false) }, opts...)
 			res.assert(t, "sentinel/"+name, ack)
 		})
 	}
@@ -692,7 +698,7 @@ func TestFailoverSentinel(t *testing.T) {
 		// comes from the sentinels, so it gets the library's reloads.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		res := runFailover(t, sentinelFailoverSetup(t, ctx, true))
+		res := runSentinelFailover(t, ctx, func() failoverSetup { return sentinelFailoverSetup(t, ctx, true) })
 		res.assert(t, "sentinel/failover-cluster-client", false)
 	})
 }
@@ -714,7 +720,7 @@ func TestFailoverSentinelLaggingReplicas(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			res := runFailover(t, laggingSentinelSetup(t, ctx), opts...)
+			res := runSentinelFailover(t, ctx, func() failoverSetup { return laggingSentinelSetup(t, ctx) }, opts...)
 			res.assert(t, "sentinel-lagging/"+name, ack)
 			if !ack {
 				// The setup must show the risk, or the ack run proves nothing.
@@ -752,4 +758,54 @@ type stderrLogger struct{ l *log.Logger }
 
 func (s stderrLogger) Printf(_ context.Context, format string, v ...interface{}) {
 	_ = s.l.Output(2, fmt.Sprintf(format, v...))
+}
+
+// runSentinelFailover runs a Sentinel failover scenario, and once more on a
+// fresh deployment if the sentinels failed over more than once. The
+// scenario and its assertions assume one failover; on a loaded 2-core
+// machine a stall of the newly promoted master can make the sentinels see
+// it down too and fail over again to a replica that had not caught up
+// (seen once in a CI-like run: two +switch-master, 1,489 grants lost).
+// That is Sentinel doing its job on a stalled host, not the library.
+func runSentinelFailover(t *testing.T, ctx context.Context, setup func() failoverSetup, opts ...ratelimiter.Option) failoverResult {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s := setup()
+		switches := s.switches(ctx)
+		res := runFailover(t, s, opts...)
+		n := switches()
+		if n <= 1 || attempt == 2 {
+			return res
+		}
+		t.Logf("the sentinels failed over %d times in one run (a stalled host); running the scenario again", n)
+	}
+}
+
+// sentinelSwitches returns a function that starts listening to a
+// sentinel's +switch-master events and returns a function that stops and
+// tells how many distinct new masters were announced.
+func sentinelSwitches(t *testing.T, addrs []string) func(ctx context.Context) func() int {
+	return func(ctx context.Context) func() int {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addrs[0]})
+		sub := sc.Subscribe(ctx, "+switch-master")
+		_, err := sub.Receive(ctx) // the subscription is in place
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for m := range sub.Channel() {
+				// "<name> <old ip> <old port> <new ip> <new port>"
+				if f := strings.Fields(m.Payload); len(f) == 5 {
+					seen[f[3]+":"+f[4]] = true
+				}
+			}
+		}()
+		return func() int {
+			_ = sub.Close()
+			<-done
+			_ = sc.Close()
+			return len(seen)
+		}
+	}
 }
