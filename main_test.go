@@ -2,9 +2,7 @@ package ratelimiter_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,19 +20,10 @@ var redisAddr string
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, nil)) }
 
-func newRedis(t testing.TB) *redis.Client {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
-var nameSeq atomic.Int64
+func newRedis(t testing.TB) *redis.Client { return redistest.Client(t, redisAddr) }
 
 // uniqueName gives each test its own limiter names on the shared server.
-func uniqueName(t testing.TB) string {
-	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), nameSeq.Add(1))
-}
+func uniqueName(t testing.TB) string { return redistest.Name(t) }
 
 // fakeClock is a settable clock for WithClock; it only stamps records, so
 // tests move time instead of sleeping.

@@ -24,12 +24,7 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.Main(m, &redisAddr, nil))
 }
 
-func newRedis(t testing.TB) *redis.Client {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+func newRedis(t testing.TB) *redis.Client { return redistest.Client(t, redisAddr) }
 
 var seq atomic.Int64
 

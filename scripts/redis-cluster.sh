@@ -21,16 +21,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODES=6
 NODE_TIMEOUT=${CLUSTER_NODE_TIMEOUT:-1000}
 
-write_conf() { # DIR PORT BUSPORT
-	cat >"$1/redis.conf" <<EOF
-port $2
-cluster-port $3
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir $1
-logfile $1/redis.log
-pidfile $1/redis.pid
+write_conf() { # DIR PORT -> sets global busport (the cluster bus port)
+	busport=$(pick_port)
+	{
+		common_conf "$1" "$2"
+		cat <<EOF
+cluster-port $busport
 cluster-enabled yes
 cluster-config-file $1/nodes.conf
 cluster-node-timeout $NODE_TIMEOUT
@@ -41,24 +37,11 @@ repl-diskless-sync yes
 repl-diskless-sync-delay 0
 repl-diskless-load disabled
 EOF
+	} >"$1/redis.conf"
 }
 
 start_node() { # NODEDIR -> sets globals port busport pid
-	local d=$1 try rc
-	for ((try = 0; try < 5; try++)); do
-		port=$(pick_port)
-		busport=$(pick_port)
-		write_conf "$d" "$port" "$busport"
-		rc=0
-		pid=$(launch "$REDIS_SERVER" "$d/redis.conf" "$port" "$d/redis.log") || rc=$?
-		if ((rc == 0)); then
-			echo "$pid" >"$d/pid"
-			echo "$port" >"$d/port"
-			return 0
-		fi
-		((rc == 2)) || return 1
-	done
-	return 1
+	start_on_free_port "$1" "$REDIS_SERVER" write_conf
 }
 
 cluster_ready() { # PORTS...

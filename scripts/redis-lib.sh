@@ -104,6 +104,41 @@ launch() {
 	return 1
 }
 
+# common_conf DIR PORT: the lines every process's redis.conf starts with.
+common_conf() {
+	cat <<EOF
+port $2
+bind 127.0.0.1
+protected-mode no
+daemonize no
+dir $1
+logfile $1/redis.log
+pidfile $1/redis.pid
+EOF
+}
+
+# start_on_free_port NODEDIR BIN CONFFN [ARGS...]: picks a free port, has
+# "CONFFN NODEDIR PORT ARGS..." write NODEDIR/redis.conf, starts BIN on it,
+# and starts again on other ports (5 tries) when a port was taken in the
+# meantime. Sets the globals port and pid; writes NODEDIR/pid and NODEDIR/port.
+start_on_free_port() {
+	local d=$1 bin=$2 conf=$3 try rc
+	shift 3
+	for ((try = 0; try < 5; try++)); do
+		port=$(pick_port)
+		"$conf" "$d" "$port" "$@"
+		rc=0
+		pid=$(launch "$bin" "$d/redis.conf" "$port" "$d/redis.log") || rc=$?
+		if ((rc == 0)); then
+			echo "$pid" >"$d/pid"
+			echo "$port" >"$d/port"
+			return 0
+		fi
+		((rc == 2)) || return 1
+	done
+	return 1
+}
+
 # stop_pids DIR: stop every process listed in DIR/*/pid (SIGTERM, then SIGKILL
 # after 3 s), each only if it is still the redis process we started.
 stop_pids() {

@@ -28,61 +28,39 @@ DOWN_AFTER=${SENTINEL_DOWN_AFTER:-1000}
 FAILOVER_TIMEOUT=${SENTINEL_FAILOVER_TIMEOUT:-3000}
 
 write_server_conf() { # DIR PORT [MASTERPORT]
-	cat >"$1/redis.conf" <<EOF
-port $2
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir $1
-logfile $1/redis.log
-pidfile $1/redis.pid
+	{
+		common_conf "$1" "$2"
+		cat <<EOF
 save ""
 appendonly no
 repl-diskless-sync yes
 repl-diskless-sync-delay 0
 repl-diskless-load disabled
 EOF
-	if [[ -n ${3:-} ]]; then
-		echo "replicaof 127.0.0.1 $3" >>"$1/redis.conf"
-	fi
+		if [[ -n ${3:-} ]]; then
+			echo "replicaof 127.0.0.1 $3"
+		fi
+	} >"$1/redis.conf"
 }
 
 write_sentinel_conf() { # DIR PORT MASTERPORT
-	cat >"$1/redis.conf" <<EOF
-port $2
-bind 127.0.0.1
-protected-mode no
-daemonize no
-dir $1
-logfile $1/redis.log
-pidfile $1/redis.pid
+	{
+		common_conf "$1" "$2"
+		cat <<EOF
 sentinel monitor $MASTER_NAME 127.0.0.1 $3 2
 sentinel down-after-milliseconds $MASTER_NAME $DOWN_AFTER
 sentinel failover-timeout $MASTER_NAME $FAILOVER_TIMEOUT
 sentinel parallel-syncs $MASTER_NAME 2
 EOF
+	} >"$1/redis.conf"
 }
 
 start_proc() { # NODEDIR KIND [MASTERPORT] -> sets globals port pid
-	local d=$1 kind=$2 mport=${3:-} try rc bin=$REDIS_SERVER
-	[[ $kind == sentinel ]] && bin=$REDIS_SENTINEL
-	for ((try = 0; try < 5; try++)); do
-		port=$(pick_port)
-		if [[ $kind == sentinel ]]; then
-			write_sentinel_conf "$d" "$port" "$mport"
-		else
-			write_server_conf "$d" "$port" "$mport"
-		fi
-		rc=0
-		pid=$(launch "$bin" "$d/redis.conf" "$port" "$d/redis.log") || rc=$?
-		if ((rc == 0)); then
-			echo "$pid" >"$d/pid"
-			echo "$port" >"$d/port"
-			return 0
-		fi
-		((rc == 2)) || return 1
-	done
-	return 1
+	if [[ $2 == sentinel ]]; then
+		start_on_free_port "$1" "$REDIS_SENTINEL" write_sentinel_conf "$3"
+	else
+		start_on_free_port "$1" "$REDIS_SERVER" write_server_conf ${3:+"$3"}
+	fi
 }
 
 # skv PORT ARGS...: a sentinel reply that is a flat key/value list, as "k=v" lines.

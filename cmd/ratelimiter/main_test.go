@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,18 +80,9 @@ func cliEnv(t testing.TB, env []string, args ...string) result {
 	return result{out.String(), errb.String(), code}
 }
 
-func newRedis(t testing.TB) *redis.Client {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+func newRedis(t testing.TB) *redis.Client { return redistest.Client(t, redisAddr) }
 
-var seq atomic.Int64
-
-func uniqueName(t testing.TB) string {
-	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), seq.Add(1))
-}
+func uniqueName(t testing.TB) string { return redistest.Name(t) }
 
 // ok requires exit status 0 and an empty stderr.
 func ok(t testing.TB, r result) result {

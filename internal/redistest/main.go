@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Main is the body of a package's TestMain that shares one server among
@@ -37,4 +41,20 @@ func Main(m *testing.M, addr *string, setup func() (cleanup func(), err error)) 
 		defer cleanup()
 	}
 	return m.Run()
+}
+
+// Client returns a go-redis client on addr that is closed when t ends.
+func Client(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+var nameSeq atomic.Int64
+
+// Name returns a name unique to this test binary's run, made from t's
+// name, so that tests sharing a server keep to keys of their own.
+func Name(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), nameSeq.Add(1))
 }
