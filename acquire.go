@@ -30,14 +30,14 @@ const memberRetries = 8
 // outcome with the wait hint. n must be from 1 to MaxPermits. It fails
 // with ErrNotInitialized when the limiter is not configured and with
 // ErrPermitsExceedRate when n exceeds the rate.
-func (r *RateLimiter) Allow(ctx context.Context, n int64) (Result, error) {
+func (r *Limiter) Allow(ctx context.Context, n int64) (Result, error) {
 	if err := r.check(checkPermits(n)); err != nil {
 		return Result{}, err
 	}
 	return r.allow(ctx, n)
 }
 
-func (r *RateLimiter) allow(ctx context.Context, n int64) (Result, error) {
+func (r *Limiter) allow(ctx context.Context, n int64) (Result, error) {
 	for i := 0; i < memberRetries; i++ {
 		v, err := r.evalAcquire(ctx, n, r.nowMillis(), newMember(r.c.format, uint32(n)))
 		switch {
@@ -54,7 +54,7 @@ func (r *RateLimiter) allow(ctx context.Context, n int64) (Result, error) {
 
 // TryAcquire takes n permits if they are available now and reports
 // whether it did. It never waits. Errors are those of Allow.
-func (r *RateLimiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
+func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	res, err := r.Allow(ctx, n)
 	return res.Granted, err
 }
@@ -66,7 +66,7 @@ func (r *RateLimiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // wrapping context.DeadlineExceeded at once; when ctx is done while
 // waiting, ctx.Err(). A timeout of 0 tries once. Other errors are those of
 // Allow.
-func (r *RateLimiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
+func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
 	if timeout < 0 {
 		return false, r.check(invalid("negative timeout %v", timeout))
 	}
@@ -78,14 +78,14 @@ func (r *RateLimiter) TryAcquireTimeout(ctx context.Context, n int64, timeout ti
 // error wrapping context.DeadlineExceeded, at once, when the wait would
 // pass ctx's deadline; ctx.Err() when ctx is done while waiting. Other
 // errors are those of Allow.
-func (r *RateLimiter) Acquire(ctx context.Context, n int64) error {
+func (r *Limiter) Acquire(ctx context.Context, n int64) error {
 	_, err := r.wait(ctx, n, time.Time{})
 	return err
 }
 
 // wait acquires until granted, until the hint passes limit (false, nil)
 // or ctx's deadline (an error). A zero limit means none.
-func (r *RateLimiter) wait(ctx context.Context, n int64, limit time.Time) (bool, error) {
+func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time) (bool, error) {
 	if err := r.check(checkPermits(n)); err != nil {
 		return false, err
 	}

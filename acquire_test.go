@@ -163,7 +163,7 @@ func TestAcquireRecountAfterRelease(t *testing.T) {
 func TestAcquireErrors(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	_, err := l.TryAcquire(ctx, 1)
 	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
 	require.NoError(t, rdb.HSet(ctx, l.Keys().Config, "rate", 3).Err())
@@ -182,7 +182,7 @@ func TestPermitValidation(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := ratelimiter.NewClient(rdb).RateLimiter("x")
+	l := ratelimiter.NewClient(rdb).Limiter("x")
 	for _, n := range []int64{0, -1, ratelimiter.MaxPermits + 1} {
 		_, err := l.TryAcquire(ctx, n)
 		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, n)
@@ -199,14 +199,14 @@ func TestPermitValidation(t *testing.T) {
 	}
 	require.NoError(t, l.Release(ctx, 0), "0 sends nothing")
 
-	for _, bad := range []*ratelimiter.RateLimiter{
-		ratelimiter.NewClient(rdb).RateLimiter(""),
-		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(func(string) string { return "" })).RateLimiter("x"),
-		ratelimiter.NewClient(rdb, ratelimiter.WithClientID("")).RateLimiter("x"),
-		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(nil)).RateLimiter("x"),
-		ratelimiter.NewClient(rdb, ratelimiter.WithClock(nil)).RateLimiter("x"),
-		ratelimiter.NewClient(rdb, ratelimiter.WithMemberFormat(7)).RateLimiter("x"),
-		ratelimiter.NewClient(nil).RateLimiter("x"),
+	for _, bad := range []*ratelimiter.Limiter{
+		ratelimiter.NewClient(rdb).Limiter(""),
+		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(func(string) string { return "" })).Limiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithClientID("")).Limiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithNameMapper(nil)).Limiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithClock(nil)).Limiter("x"),
+		ratelimiter.NewClient(rdb, ratelimiter.WithMemberFormat(7)).Limiter("x"),
+		ratelimiter.NewClient(nil).Limiter("x"),
 	} {
 		_, err := bad.TryAcquire(ctx, 1)
 		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
@@ -281,7 +281,7 @@ func TestTryAcquireTimeoutGivesUpAtOnce(t *testing.T) {
 func TestAcquireWaitsForHint(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 150 * time.Millisecond})
 	require.NoError(t, err)
 	start := time.Now()
@@ -348,7 +348,7 @@ func TestWaitsLeakNoGoroutines(t *testing.T) {
 }
 
 func TestNilOption(t *testing.T) {
-	l := ratelimiter.NewClient(newRedis(t), nil).RateLimiter("x")
+	l := ratelimiter.NewClient(newRedis(t), nil).Limiter("x")
 	_, err := l.TryAcquire(context.Background(), 1)
 	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
 }
@@ -372,7 +372,7 @@ func TestDeadlineBoundsStalledRedis(t *testing.T) {
 	}()
 	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxRetries: -1})
 	defer rdb.Close()
-	l := ratelimiter.NewClient(rdb).RateLimiter("stalled")
+	l := ratelimiter.NewClient(rdb).Limiter("stalled")
 
 	calls := map[string]func(ctx context.Context) error{
 		"TryAcquire": func(ctx context.Context) error { _, err := l.TryAcquire(ctx, 1); return err },

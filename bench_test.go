@@ -46,7 +46,7 @@ func evalshaUsec(b *testing.B, rdb *redis.Client, n int, call func() error) floa
 }
 
 // fill puts records worth one permit each in the window ending at now.
-func fill(b *testing.B, rdb *redis.Client, l *ratelimiter.RateLimiter, records int, now time.Time, window time.Duration) {
+func fill(b *testing.B, rdb *redis.Client, l *ratelimiter.Limiter, records int, now time.Time, window time.Duration) {
 	ctx := context.Background()
 	zs := make([]redis.Z, 0, 1000)
 	for i := 0; i < records; i++ {
@@ -95,7 +95,7 @@ func BenchmarkRedisTime(b *testing.B) {
 			if tc.frozen {
 				clock = func() time.Time { return start }
 			}
-			l := ratelimiter.NewClient(rdb, ratelimiter.WithClock(clock)).RateLimiter(uniqueName(b))
+			l := ratelimiter.NewClient(rdb, ratelimiter.WithClock(clock)).Limiter(uniqueName(b))
 			b.Cleanup(func() { _, _ = l.Delete(ctx) })
 			require.NoError(b, l.SetRate(ctx, tc.cfg))
 			if tc.records > 0 {
@@ -145,7 +145,7 @@ func BenchmarkRedisTime(b *testing.B) {
 func BenchmarkTryAcquire(b *testing.B) {
 	ctx := context.Background()
 	rdb := newRedis(b)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(b))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(b))
 	b.Cleanup(func() { _, _ = l.Delete(ctx) })
 	require.NoError(b, l.SetRate(ctx, ratelimiter.Config{Rate: 1 << 50, Interval: time.Second}))
 	b.RunParallel(func(pb *testing.PB) {

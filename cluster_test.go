@@ -55,7 +55,7 @@ func TestCluster(t *testing.T) {
 		cli := ratelimiter.NewClient(rdb)
 		masters := map[string][]string{}
 		for _, name := range names {
-			lim := cli.RateLimiter(name)
+			lim := cli.Limiter(name)
 			k := lim.Keys()
 			slot, err := c.KeySlot(ctx, k.Config)
 			require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestCluster(t *testing.T) {
 	t.Run("CrossSlotName", func(t *testing.T) {
 		cli := ratelimiter.NewClient(rdb)
 		for _, name := range []string{"a{b", "{}x", "a}b{c", "x{}"} {
-			lim := cli.RateLimiter(name)
+			lim := cli.Limiter(name)
 			k := lim.Keys()
 			// Prove the premise on the server: the five keys are not all in
 			// one slot.
@@ -146,7 +146,7 @@ func TestCluster(t *testing.T) {
 			if i%2 == 1 {
 				mode = ratelimiter.PerClient
 			}
-			ok, err := clients[0].RateLimiter(fmt.Sprintf("cl-conc-%d", i)).
+			ok, err := clients[0].Limiter(fmt.Sprintf("cl-conc-%d", i)).
 				TrySetRate(ctx, ratelimiter.Config{Mode: mode, Rate: rate, Interval: time.Hour})
 			require.NoError(t, err)
 			require.True(t, ok)
@@ -160,7 +160,7 @@ func TestCluster(t *testing.T) {
 				cli := clients[g%3]
 				for round := 0; round < 12; round++ {
 					for i := 0; i < limiters; i++ {
-						ok, err := cli.RateLimiter(fmt.Sprintf("cl-conc-%d", i)).TryAcquire(ctx, 1)
+						ok, err := cli.Limiter(fmt.Sprintf("cl-conc-%d", i)).TryAcquire(ctx, 1)
 						if err != nil {
 							errs <- err
 							return
@@ -194,7 +194,7 @@ func TestCluster(t *testing.T) {
 		// Move a limiter's slot to another master while it is in use: the
 		// client gets MOVED, follows it, and the limiter keeps its state.
 		cli := ratelimiter.NewClient(rdb)
-		lim := cli.RateLimiter("cl-migrate")
+		lim := cli.Limiter("cl-migrate")
 		_, err := lim.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
 		require.NoError(t, err)
 		for i := 0; i < 4; i++ {
@@ -245,7 +245,7 @@ func TestCluster(t *testing.T) {
 // that the state lives on the master that owner names for a key.
 func exerciseAllOperations(ctx context.Context, t *testing.T, rdb redis.UniversalClient, name string, mode ratelimiter.Mode, owner func(key string) *redis.Client) {
 	cli := ratelimiter.NewClient(rdb)
-	lim := cli.RateLimiter(name)
+	lim := cli.Limiter(name)
 	cfg := ratelimiter.Config{Mode: mode, Rate: 3, Interval: time.Hour}
 
 	ok, err := lim.TrySetRate(ctx, cfg)
@@ -425,14 +425,14 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 		ratelimiter.WithReplicaAck(0, time.Second),
 		ratelimiter.WithReplicaAck(1, 0),
 	} {
-		_, err := ratelimiter.NewClient(rdb, bad).RateLimiter("ack-bad").TryAcquire(ctx, 1)
+		_, err := ratelimiter.NewClient(rdb, bad).Limiter("ack-bad").TryAcquire(ctx, 1)
 		require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
 	}
 
 	cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: time.Hour}
-	plain := ratelimiter.NewClient(rdb).RateLimiter("{ack}:plain")
-	acked := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).RateLimiter("{ack}:acked")
-	for _, l := range []*ratelimiter.RateLimiter{plain, acked} {
+	plain := ratelimiter.NewClient(rdb).Limiter("{ack}:plain")
+	acked := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).Limiter("{ack}:acked")
+	for _, l := range []*ratelimiter.Limiter{plain, acked} {
 		_, err := l.TrySetRate(ctx, cfg)
 		require.NoError(t, err)
 	}
@@ -441,7 +441,7 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 	ok, err := acked.TryAcquire(ctx, 1)
 	require.NoError(t, err)
 	require.True(t, ok)
-	small := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).RateLimiter("{ack}:small")
+	small := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second)).Limiter("{ack}:small")
 	_, err = small.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 2, Interval: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, small.Acquire(ctx, 2))
@@ -452,7 +452,7 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 
 	// More replicas than there are: the permits are taken, the call fails
 	// with ErrReplicaAck after the timeout (or the context's deadline).
-	tooMany := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas+1, 30*time.Millisecond)).RateLimiter("{ack}:toomany")
+	tooMany := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas+1, 30*time.Millisecond)).Limiter("{ack}:toomany")
 	_, err = tooMany.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
 	require.NoError(t, err)
 	ok, err = tooMany.TryAcquire(ctx, 3)
@@ -478,7 +478,7 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 
 	// Latency with and without, one call at a time.
 	const n = 1000
-	measure := func(l *ratelimiter.RateLimiter) (p50, p99 time.Duration) {
+	measure := func(l *ratelimiter.Limiter) (p50, p99 time.Duration) {
 		lat := make([]time.Duration, 0, n)
 		for i := 0; i < n; i++ {
 			s := time.Now()

@@ -72,7 +72,7 @@ func (c Config) Validate() error {
 // Redisson's trySetRate: each field is written only if absent. It returns
 // true when this call set the limiter up (and then puts the KeepAlive TTL
 // on its config), false when it was configured before.
-func (r *RateLimiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
+func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
@@ -97,7 +97,7 @@ func KeepState() SetRateOption { return func(o *setRateOptions) { o.keepState = 
 // unless KeepState is given, resets its state: the new mode's value and
 // permit records are deleted (for PerClient, this client's). When the mode
 // changes, every mode's state of the limiter is deleted.
-func (r *RateLimiter) SetRate(ctx context.Context, cfg Config, opts ...SetRateOption) error {
+func (r *Limiter) SetRate(ctx context.Context, cfg Config, opts ...SetRateOption) error {
 	_, err := r.setRate(ctx, cfg, false, opts)
 	return err
 }
@@ -105,11 +105,11 @@ func (r *RateLimiter) SetRate(ctx context.Context, cfg Config, opts ...SetRateOp
 // UpdateRate is SetRate for a limiter that must exist already: it returns
 // false, changing nothing, when the limiter's config is missing, and true
 // when it was updated.
-func (r *RateLimiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRateOption) (bool, error) {
+func (r *Limiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRateOption) (bool, error) {
 	return r.setRate(ctx, cfg, true, opts)
 }
 
-func (r *RateLimiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
+func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
@@ -137,7 +137,7 @@ func flag(b bool) int {
 // gives the zero Config (Overall, rate 0, interval 0) and no error, as in
 // Redisson; use Exists to tell the two apart. Fields that are not numbers
 // give ErrCorruptState.
-func (r *RateLimiter) Config(ctx context.Context) (Config, error) {
+func (r *Limiter) Config(ctx context.Context) (Config, error) {
 	if err := r.check(nil); err != nil {
 		return Config{}, err
 	}
@@ -180,7 +180,7 @@ func (r *RateLimiter) Config(ctx context.Context) (Config, error) {
 }
 
 // check returns the limiter's construction error, or else err.
-func (r *RateLimiter) check(err error) error {
+func (r *Limiter) check(err error) error {
 	if r.err != nil {
 		return r.err
 	}

@@ -14,7 +14,7 @@ import (
 func TestTrySetRate(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 
 	cfg := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 7, Interval: 1500 * time.Millisecond}
 	ok, err := l.TrySetRate(ctx, cfg)
@@ -42,7 +42,7 @@ func TestTrySetRate(t *testing.T) {
 func TestTrySetRateKeepAliveTTL(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	ok, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Second, KeepAlive: time.Hour})
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -56,7 +56,7 @@ func TestTrySetRateKeepAliveTTL(t *testing.T) {
 func TestTrySetRateFillsMissingFields(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	// A config hash that a Redisson older than 3.38 wrote has no keepAliveTime.
 	require.NoError(t, rdb.HSet(ctx, l.Keys().Config, "rate", "3", "interval", "1000", "type", "0").Err())
 	ok, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 5, Interval: 2 * time.Second})
@@ -69,7 +69,7 @@ func TestTrySetRateFillsMissingFields(t *testing.T) {
 func TestConfigMissingAndOld(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	got, err := l.Config(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ratelimiter.Config{}, got)
@@ -111,12 +111,12 @@ func TestSetRatePerClientLeavesOtherClients(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
 	name := uniqueName(t)
-	a := ratelimiter.NewClient(rdb).RateLimiter(name)
-	b := ratelimiter.NewClient(rdb).RateLimiter(name)
+	a := ratelimiter.NewClient(rdb).Limiter(name)
+	b := ratelimiter.NewClient(rdb).Limiter(name)
 	cfg := ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 3, Interval: time.Minute}
 	_, err := a.TrySetRate(ctx, cfg)
 	require.NoError(t, err)
-	for _, l := range []*ratelimiter.RateLimiter{a, b} {
+	for _, l := range []*ratelimiter.Limiter{a, b} {
 		ok, err := l.TryAcquire(ctx, 3)
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -149,7 +149,7 @@ func TestSetRateModeChangeDeletesAllState(t *testing.T) {
 func TestUpdateRate(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	cfg := ratelimiter.Config{Rate: 5, Interval: time.Second}
 	ok, err := l.UpdateRate(ctx, cfg)
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestConfigValidation(t *testing.T) {
 	// mean that something was sent.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := ratelimiter.NewClient(rdb).RateLimiter("x")
+	l := ratelimiter.NewClient(rdb).Limiter("x")
 	bad := []ratelimiter.Config{
 		{Rate: 0, Interval: time.Second},
 		{Rate: -1, Interval: time.Second},

@@ -17,7 +17,7 @@ func ExampleNewClient() {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
 
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:new-client")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:new-client")
 	defer limiter.Delete(ctx)
 	// Like Java's limiter.trySetRate(RateType.OVERALL, 100, Duration.ofMinutes(1)).
 	ok, err := limiter.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Minute})
@@ -25,11 +25,11 @@ func ExampleNewClient() {
 	// Output: true <nil>
 }
 
-func ExampleRateLimiter_TryAcquire() {
+func ExampleLimiter_TryAcquire() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:try-acquire")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:try-acquire")
 	defer limiter.Delete(ctx)
 	limiter.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
 
@@ -43,11 +43,11 @@ func ExampleRateLimiter_TryAcquire() {
 }
 
 // Allow returns the wait hint for a refusal, for a Retry-After header.
-func ExampleRateLimiter_Allow() {
+func ExampleLimiter_Allow() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:allow")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:allow")
 	defer limiter.Delete(ctx)
 	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
 
@@ -62,11 +62,11 @@ func ExampleRateLimiter_Allow() {
 
 // Acquire waits for permits; with a context deadline that the wait cannot
 // meet, it returns at once.
-func ExampleRateLimiter_Acquire() {
+func ExampleLimiter_Acquire() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:acquire")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:acquire")
 	defer limiter.Delete(ctx)
 	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
 
@@ -80,11 +80,11 @@ func ExampleRateLimiter_Acquire() {
 	// true
 }
 
-func ExampleRateLimiter_TryAcquireTimeout() {
+func ExampleLimiter_TryAcquireTimeout() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:try-acquire-timeout")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:try-acquire-timeout")
 	defer limiter.Delete(ctx)
 	limiter.SetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 100 * time.Millisecond})
 
@@ -98,11 +98,11 @@ func ExampleRateLimiter_TryAcquireTimeout() {
 	// true <nil>
 }
 
-func ExampleRateLimiter_UpdateRate() {
+func ExampleLimiter_UpdateRate() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	limiter := ratelimiter.NewClient(rdb).RateLimiter("example:update-rate")
+	limiter := ratelimiter.NewClient(rdb).Limiter("example:update-rate")
 	defer limiter.Delete(ctx)
 	limiter.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Minute})
 	limiter.TryAcquire(ctx, 4)

@@ -9,7 +9,7 @@ import (
 // eval runs one of the library's scripts whose reply is one integer on
 // the limiter's keys: EVALSHA, falling back to EVAL when Redis has lost
 // its script cache.
-func (r *RateLimiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
+func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
 	v, err := bounded(ctx, func() (int64, error) { return s.Run(ctx, r.c.rdb, keys, args...).Int64() })
 	return v, r.c.result(err)
 }
@@ -18,7 +18,7 @@ func (r *RateLimiter) eval(ctx context.Context, s *redis.Script, keys []string, 
 // left (>= 0) on a grant, -1 on a record collision, minus the wait hint in
 // ms on a refusal. On a client made with WithReplicaAck a grant also waits
 // for the replicas (replicas.go).
-func (r *RateLimiter) evalAcquire(ctx context.Context, args ...any) (int64, error) {
+func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (int64, error) {
 	v, err := bounded(ctx, func() (int64, error) {
 		if ack, ok := r.c.replicaAck(); ok {
 			return r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)

@@ -30,13 +30,13 @@ const (
 
 // Expire sets a TTL of ttl (whole milliseconds, at least 1 ms) on all five
 // keys of the limiter. It reports whether any key got it.
-func (r *RateLimiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
+func (r *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
 	return r.ExpireIf(ctx, ttl, "")
 }
 
 // ExpireIf is Expire that sets the TTL only on the keys for which cond
 // holds. An empty cond means always.
-func (r *RateLimiter) ExpireIf(ctx context.Context, ttl time.Duration, cond ExpireCondition) (bool, error) {
+func (r *Limiter) ExpireIf(ctx context.Context, ttl time.Duration, cond ExpireCondition) (bool, error) {
 	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
 		return false, r.check(invalid("ttl %v must be a whole number of milliseconds, at least 1ms", ttl))
 	}
@@ -46,23 +46,23 @@ func (r *RateLimiter) ExpireIf(ctx context.Context, ttl time.Duration, cond Expi
 // ExpireAt makes all five keys of the limiter expire at t (to the
 // millisecond; a time in the past deletes them). It reports whether any
 // key changed.
-func (r *RateLimiter) ExpireAt(ctx context.Context, t time.Time) (bool, error) {
+func (r *Limiter) ExpireAt(ctx context.Context, t time.Time) (bool, error) {
 	return r.ExpireAtIf(ctx, t, "")
 }
 
 // ExpireAtIf is ExpireAt that acts only on the keys for which cond holds.
 // An empty cond means always.
-func (r *RateLimiter) ExpireAtIf(ctx context.Context, t time.Time, cond ExpireCondition) (bool, error) {
+func (r *Limiter) ExpireAtIf(ctx context.Context, t time.Time, cond ExpireCondition) (bool, error) {
 	return r.expire(ctx, cond, "PEXPIREAT", t.UnixMilli())
 }
 
 // ClearExpire removes the TTL from all five keys and reports whether any
 // key had one.
-func (r *RateLimiter) ClearExpire(ctx context.Context) (bool, error) {
+func (r *Limiter) ClearExpire(ctx context.Context) (bool, error) {
 	return r.expire(ctx, "", "PERSIST")
 }
 
-func (r *RateLimiter) expire(ctx context.Context, cond ExpireCondition, args ...any) (bool, error) {
+func (r *Limiter) expire(ctx context.Context, cond ExpireCondition, args ...any) (bool, error) {
 	switch cond {
 	case "":
 	case ExpireNX, ExpireXX, ExpireGT, ExpireLT:
@@ -79,7 +79,7 @@ func (r *RateLimiter) expire(ctx context.Context, cond ExpireCondition, args ...
 
 // RemainTimeToLive returns the TTL of the limiter's config, TTLPersistent
 // when it has none and TTLMissing when the limiter does not exist.
-func (r *RateLimiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
+func (r *Limiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
@@ -93,7 +93,7 @@ func (r *RateLimiter) RemainTimeToLive(ctx context.Context) (time.Duration, erro
 
 // Delete deletes all five keys of the limiter and reports whether any
 // existed.
-func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
+func (r *Limiter) Delete(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
@@ -104,7 +104,7 @@ func (r *RateLimiter) Delete(ctx context.Context) (bool, error) {
 }
 
 // Exists reports whether the limiter's config exists.
-func (r *RateLimiter) Exists(ctx context.Context) (bool, error) {
+func (r *Limiter) Exists(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}

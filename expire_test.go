@@ -10,13 +10,13 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-func allKeys(l *ratelimiter.RateLimiter) []string {
+func allKeys(l *ratelimiter.Limiter) []string {
 	k := l.Keys()
 	return []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
 }
 
 // fillAllKeys gives the limiter all five keys, both modes' state.
-func fillAllKeys(t *testing.T) (*ratelimiter.RateLimiter, func(string) time.Duration) {
+func fillAllKeys(t *testing.T) (*ratelimiter.Limiter, func(string) time.Duration) {
 	ctx := context.Background()
 	l, rdb, _ := setup(t, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 10, Interval: time.Minute})
 	_, err := l.TryAcquire(ctx, 1)

@@ -137,17 +137,17 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 	// The count limiter: a rate nobody reaches and an interval nothing
 	// leaves, so every grant stays as one record.
 	admin := ratelimiter.NewClient(setup.rdb, opts...)
-	count := admin.RateLimiter("{fo}:count")
+	count := admin.Limiter("{fo}:count")
 	_, err := count.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: 24 * time.Hour})
 	require.NoError(t, err)
 	limitCfg := func(m ratelimiter.Mode) ratelimiter.Config {
 		return ratelimiter.Config{Mode: m, Rate: foLimitRate, Interval: foLimitInterval}
 	}
-	_, err = admin.RateLimiter("{fo}:overall").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
+	_, err = admin.Limiter("{fo}:overall").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
 	require.NoError(t, err)
-	_, err = admin.RateLimiter("{fo}:perclient").TrySetRate(ctx, limitCfg(ratelimiter.PerClient))
+	_, err = admin.Limiter("{fo}:perclient").TrySetRate(ctx, limitCfg(ratelimiter.PerClient))
 	require.NoError(t, err)
-	_, err = admin.RateLimiter("{fo}:try").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
+	_, err = admin.Limiter("{fo}:try").TrySetRate(ctx, limitCfg(ratelimiter.Overall))
 	require.NoError(t, err)
 
 	type worker struct {
@@ -156,7 +156,7 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 	}
 	newCountWorker := func() worker {
 		clk := &seqClock{}
-		lim := ratelimiter.NewClient(setup.rdb, append(slices.Clone(opts), ratelimiter.WithClock(clk.now))...).RateLimiter("{fo}:count")
+		lim := ratelimiter.NewClient(setup.rdb, append(slices.Clone(opts), ratelimiter.WithClock(clk.now))...).Limiter("{fo}:count")
 		return worker{"count", func(ctx context.Context) callRec {
 			s := seqBase + seq.Add(1)
 			clk.ms.Store(s)
@@ -173,9 +173,9 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 	}
 	perClient := ratelimiter.NewClient(setup.rdb, opts...) // one client: one PER_CLIENT budget
 	newAcquireWorker := func(name string) worker {
-		lim := ratelimiter.NewClient(setup.rdb, opts...).RateLimiter(name)
+		lim := ratelimiter.NewClient(setup.rdb, opts...).Limiter(name)
 		if name == "{fo}:perclient" {
-			lim = perClient.RateLimiter(name)
+			lim = perClient.Limiter(name)
 		}
 		return worker{"acquire", func(ctx context.Context) callRec {
 			cctx, cancel := context.WithTimeout(ctx, foAcquireDeadline)
@@ -188,9 +188,9 @@ func runFailover(t *testing.T, setup failoverSetup, opts ...ratelimiter.Option) 
 		}}
 	}
 	newTryWorker := func(name string) worker {
-		lim := ratelimiter.NewClient(setup.rdb, opts...).RateLimiter(name)
+		lim := ratelimiter.NewClient(setup.rdb, opts...).Limiter(name)
 		if name == "{fo}:perclient" {
-			lim = perClient.RateLimiter(name)
+			lim = perClient.Limiter(name)
 		}
 		return worker{"try", func(ctx context.Context) callRec {
 			cctx, cancel := context.WithTimeout(ctx, foTryDeadline)

@@ -37,7 +37,7 @@ func TestKeyLayout(t *testing.T) {
 		if tc.mapper != nil {
 			opts = append(opts, ratelimiter.WithNameMapper(tc.mapper))
 		}
-		l := ratelimiter.NewClient(rdb, opts...).RateLimiter(tc.name)
+		l := ratelimiter.NewClient(rdb, opts...).Limiter(tc.name)
 		require.Equal(t, tc.want, l.Keys(), tc.name)
 	}
 }
@@ -58,7 +58,7 @@ func TestKeysInRedis(t *testing.T) {
 		{ratelimiter.Overall, "plain", []string{plain, "{" + plain + "}:value", "{" + plain + "}:permits"}},
 		{ratelimiter.PerClient, "{t}x", []string{tagged, tagged + ":value:" + c.ID(), tagged + ":permits:" + c.ID()}},
 	} {
-		l := c.RateLimiter(tc.name)
+		l := c.Limiter(tc.name)
 		_, err := l.TrySetRate(ctx, ratelimiter.Config{Mode: tc.mode, Rate: 5, Interval: time.Second})
 		require.NoError(t, err)
 		ok, err := l.TryAcquire(ctx, 1)

@@ -41,12 +41,12 @@ func (c *fakeClock) Millis() int64              { return c.ms.Load() }
 func (c *fakeClock) option() ratelimiter.Option { return ratelimiter.WithClock(c.Now) }
 
 // setup returns a configured limiter on a fake clock.
-func setup(t *testing.T, cfg ratelimiter.Config, opts ...ratelimiter.Option) (*ratelimiter.RateLimiter, *redis.Client, *fakeClock) {
+func setup(t *testing.T, cfg ratelimiter.Config, opts ...ratelimiter.Option) (*ratelimiter.Limiter, *redis.Client, *fakeClock) {
 	t.Helper()
 	rdb := newRedis(t)
 	clock := newFakeClock()
 	c := ratelimiter.NewClient(rdb, append([]ratelimiter.Option{clock.option()}, opts...)...)
-	l := c.RateLimiter(uniqueName(t))
+	l := c.Limiter(uniqueName(t))
 	ok, err := l.TrySetRate(context.Background(), cfg)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -54,14 +54,14 @@ func setup(t *testing.T, cfg ratelimiter.Config, opts ...ratelimiter.Option) (*r
 }
 
 // valueKey and permitsKey name the keys that hold the state of cfg's mode.
-func valueKey(l *ratelimiter.RateLimiter, m ratelimiter.Mode) string {
+func valueKey(l *ratelimiter.Limiter, m ratelimiter.Mode) string {
 	if m == ratelimiter.PerClient {
 		return l.Keys().ClientValue
 	}
 	return l.Keys().Value
 }
 
-func permitsKey(l *ratelimiter.RateLimiter, m ratelimiter.Mode) string {
+func permitsKey(l *ratelimiter.Limiter, m ratelimiter.Mode) string {
 	if m == ratelimiter.PerClient {
 		return l.Keys().ClientPermits
 	}
@@ -69,7 +69,7 @@ func permitsKey(l *ratelimiter.RateLimiter, m ratelimiter.Mode) string {
 }
 
 // snapshot dumps every key of the limiter, to prove a call changed nothing.
-func snapshot(t *testing.T, rdb *redis.Client, l *ratelimiter.RateLimiter) map[string]string {
+func snapshot(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter) map[string]string {
 	t.Helper()
 	k := l.Keys()
 	out := map[string]string{}

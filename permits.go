@@ -7,7 +7,7 @@ import "context"
 // and sends nothing. It fails with ErrInvalidArgument for n < 0 or n over
 // MaxPermits, and ErrNotInitialized when the limiter is not configured.
 // Redisson has release since 3.52.
-func (r *RateLimiter) Release(ctx context.Context, n int64) error {
+func (r *Limiter) Release(ctx context.Context, n int64) error {
 	if n < 0 || n > MaxPermits {
 		return r.check(invalid("permits %d out of range [0, %d]", n, int64(MaxPermits)))
 	}
@@ -27,7 +27,7 @@ func (r *RateLimiter) Release(ctx context.Context, n int64) error {
 // the records in the window, as an acquisition does. Redisson stores the
 // uncapped sum, which lets a later burst take more than the rate in one
 // interval.
-func (r *RateLimiter) AvailablePermits(ctx context.Context) (int64, error) {
+func (r *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}

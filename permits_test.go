@@ -27,7 +27,7 @@ func TestRelease(t *testing.T) {
 	require.NoError(t, l.Release(ctx, 100))
 	require.Equal(t, "10", rdb.Get(ctx, k.Value).Val())
 
-	other := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	other := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	require.ErrorIs(t, other.Release(ctx, 1), ratelimiter.ErrNotInitialized)
 }
 
@@ -56,7 +56,7 @@ func TestAvailablePermits(t *testing.T) {
 	require.Equal(t, "5", rdb.Get(ctx, k.Value).Val())
 	require.Equal(t, int64(1), rdb.ZCard(ctx, k.Permits).Val())
 
-	other := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	other := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	_, err = other.AvailablePermits(ctx)
 	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
 }

@@ -115,13 +115,13 @@ func (c *Client) ID() string { return c.id }
 // read a limiter's keys directly.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
-// RateLimiter returns the limiter called name. It sends nothing to Redis;
+// Limiter returns the limiter called name. It sends nothing to Redis;
 // a limiter must be configured (TrySetRate or SetRate, from Go or Java)
 // before permits can be taken. An invalid name (empty, or on a cluster
 // client one whose keys would not share a slot) makes every call of the
 // limiter fail with ErrInvalidArgument or ErrCrossSlot.
-func (c *Client) RateLimiter(name string) *RateLimiter {
-	r := &RateLimiter{c: c, name: name, err: c.err}
+func (c *Client) Limiter(name string) *Limiter {
+	r := &Limiter{c: c, name: name, err: c.err}
 	if name == "" {
 		r.err = errors.Join(r.err, invalid("empty limiter name"))
 		return r
@@ -142,9 +142,9 @@ func (c *Client) RateLimiter(name string) *RateLimiter {
 	return r
 }
 
-// RateLimiter is one named limiter, seen through one Client. It holds no
+// Limiter is one named limiter, seen through one Client. It holds no
 // state of its own beyond its key names and is safe for concurrent use.
-type RateLimiter struct {
+type Limiter struct {
 	c       *Client
 	name    string
 	keys    Keys
@@ -153,9 +153,9 @@ type RateLimiter struct {
 }
 
 // Name returns the name the limiter was made with, before name mapping.
-func (r *RateLimiter) Name() string { return r.name }
+func (r *Limiter) Name() string { return r.name }
 
 // Keys returns the Redis keys of the limiter, for tools that inspect it.
-func (r *RateLimiter) Keys() Keys { return r.keys }
+func (r *Limiter) Keys() Keys { return r.keys }
 
-func (r *RateLimiter) nowMillis() int64 { return r.c.clock().UnixMilli() }
+func (r *Limiter) nowMillis() int64 { return r.c.clock().UnixMilli() }

@@ -114,7 +114,7 @@ const ackMargin = 5 * time.Millisecond
 // evalAck runs an acquisition script and WAIT in one pipeline on the
 // master's connection, and turns a short acknowledgement of a grant into a
 // *ReplicaAckError. It returns the script's raw reply and error.
-func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (int64, error) {
+func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (int64, error) {
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -175,7 +175,7 @@ func (r *RateLimiter) evalAck(ctx context.Context, s *redis.Script, ack replicaA
 // ackPipeline returns a pipeline whose commands all go over one connection
 // to the master of key: WAIT counts the acknowledgements of the writes made
 // on its own connection.
-func (r *RateLimiter) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
+func (r *Limiter) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
 	if cc, ok := r.c.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
@@ -215,7 +215,7 @@ func movedError(err error) bool {
 
 // waitNewOwner polls the cluster client's slot map (every 10 ms, at most
 // 500 ms or until ctx is done) until the master of key changes.
-func (r *RateLimiter) waitNewOwner(ctx context.Context, key string) error {
+func (r *Limiter) waitNewOwner(ctx context.Context, key string) error {
 	cc, ok := r.c.rdb.(*redis.ClusterClient)
 	if !ok {
 		return errors.New("not a cluster client")

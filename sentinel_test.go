@@ -59,7 +59,7 @@ func TestSentinel(t *testing.T) {
 		}
 		// A cluster client applies the slot rule even though a Sentinel
 		// group has no slots: names stay portable to a real cluster.
-		_, err := ratelimiter.NewClient(rdb).RateLimiter("a{b").TryAcquire(ctx, 1)
+		_, err := ratelimiter.NewClient(rdb).Limiter("a{b").TryAcquire(ctx, 1)
 		require.ErrorIs(t, err, ratelimiter.ErrCrossSlot)
 	})
 
@@ -70,7 +70,7 @@ func TestSentinel(t *testing.T) {
 	t.Run("Replicated", func(t *testing.T) {
 		// What the library writes on the master reaches both replicas.
 		rdb := newFailoverClient(t, s)
-		lim := ratelimiter.NewClient(rdb).RateLimiter("st-replicated")
+		lim := ratelimiter.NewClient(rdb).Limiter("st-replicated")
 		_, err := lim.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
 		require.NoError(t, err)
 		for i := 0; i < 3; i++ {

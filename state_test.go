@@ -67,7 +67,7 @@ func TestCorruptState(t *testing.T) {
 func TestConfigCorrupt(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	l := ratelimiter.NewClient(rdb).RateLimiter(uniqueName(t))
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(t))
 	require.NoError(t, rdb.Set(ctx, l.Keys().Config, "x", 0).Err())
 	_, err := l.Config(ctx)
 	require.ErrorIs(t, err, ratelimiter.ErrCorruptState)

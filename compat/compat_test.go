@@ -384,14 +384,14 @@ func TestKeepAliveAcrossSides(t *testing.T) {
 		name := limName(t, "ka")
 		c := rdb(t)
 		gc := ratelimiter.NewClient(c)
-		keys := gc.RateLimiter(name).Keys()
+		keys := gc.Limiter(name).Keys()
 		keepAlive := time.Second
 		cfg := ratelimiter.Config{Rate: 100, Interval: 200 * time.Millisecond, KeepAlive: keepAlive}
 		if !must[bool](t, "trySetRate")(p.a.trySetRate(ctx, name, cfg)) {
 			t.Fatal("trySetRate = false")
 		}
 		ttlIn(t, c.PTTL(ctx, keys.Config).Val(), 1, keepAlive)
-		if got, err := gc.RateLimiter(name).Config(ctx); err != nil || got != cfg {
+		if got, err := gc.Limiter(name).Config(ctx); err != nil || got != cfg {
 			t.Fatalf("Go Config() = %+v, %v; want %+v", got, err, cfg)
 		}
 		// Age the limiter, then one use by the other side renews all keys.
@@ -541,7 +541,7 @@ func TestMemberFormatMatters(t *testing.T) {
 					}
 					// A refused call's hint says when Go's record leaves the window;
 					// then Java's availablePermits is the first to release it.
-					res, err := g.c.RateLimiter(name).Allow(ctx, 8)
+					res, err := g.c.Limiter(name).Allow(ctx, 8)
 					check(t, err, "Allow(8)")
 					if res.Granted || res.RetryAfter <= 0 {
 						t.Fatalf("Allow(8) with 7 available = %+v", res)

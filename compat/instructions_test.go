@@ -92,7 +92,7 @@ func TestScriptInstructions(t *testing.T) {
 		calls := map[string]func(k int){}
 		for _, who := range []string{"redisson", "go"} {
 			name := limName(t, path.name+"."+who)
-			rl := g.RateLimiter(name)
+			rl := g.Limiter(name)
 			if _, err := rl.TrySetRate(ctx, path.cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestScriptInstructions(t *testing.T) {
 		java := count(func() { calls["redisson"](n) })
 		ours := count(func() { calls["go"](n) })
 		for _, who := range []string{"redisson", "go"} {
-			l := g.RateLimiter(limName(t, path.name+"."+who))
+			l := g.Limiter(limName(t, path.name+"."+who))
 			left, err := l.AvailablePermits(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -70,7 +70,7 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	c := rdb(t)
 	name := limName(t, "load")
 	ctx := ctxT(t, dur+2*time.Minute)
-	setup := newGoClient(t, v).RateLimiter(name)
+	setup := newGoClient(t, v).Limiter(name)
 	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: loadRate, Interval: loadInterval}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rl := cl.RateLimiter(name)
+			rl := cl.Limiter(name)
 			var mine []int64
 			var err error
 			wctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
@@ -301,7 +301,7 @@ func TestScriptCost(t *testing.T) {
 		for _, who := range []string{"redisson", "go"} {
 			name := limName(t, path+"."+who)
 			names[who] = name
-			rl := g.RateLimiter(name)
+			rl := g.Limiter(name)
 			cfg := ratelimiter.Config{Rate: 10, Interval: time.Minute}
 			pre := 10
 			if path == "granted" {
@@ -357,7 +357,7 @@ func TestScriptCost(t *testing.T) {
 			}
 		}
 		for _, who := range []string{"redisson", "go"} {
-			zc := c.ZCard(ctx, g.RateLimiter(names[who]).Keys().Permits).Val()
+			zc := c.ZCard(ctx, g.Limiter(names[who]).Keys().Permits).Val()
 			t.Logf("%s path, %s: usec/call per round %.1f (window ends with %d records)", path, who, perRound[who], zc)
 		}
 		jb, jm := minMedian(perRound["redisson"])

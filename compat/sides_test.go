@@ -158,7 +158,7 @@ type goSide struct {
 func (g goSide) String() string { return "go" + g.tag }
 func (g goSide) id() string     { return g.c.ID() }
 
-func (g goSide) rl(name string) *ratelimiter.RateLimiter { return g.c.RateLimiter(name) }
+func (g goSide) rl(name string) *ratelimiter.Limiter { return g.c.Limiter(name) }
 
 func (g goSide) trySetRate(ctx context.Context, name string, c ratelimiter.Config) (bool, error) {
 	return g.rl(name).TrySetRate(ctx, c)

@@ -234,7 +234,7 @@ func TestSnapshotKeyLayout(t *testing.T) {
 			if l.client == "mapped" {
 				c = mapped
 			}
-			keys := c.RateLimiter(name).Keys()
+			keys := c.Limiter(name).Keys()
 			valueKey, permitsKey := keys.Value, keys.Permits
 			if l.mode == "PER_CLIENT" {
 				valueKey, permitsKey = keys.ClientValue, keys.ClientPermits

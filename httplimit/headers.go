@@ -76,7 +76,7 @@ func readState(ctx context.Context, rdb redis.Cmdable, k ratelimiter.Keys, now t
 
 // setHeaders writes RateLimit-Policy and RateLimit
 // (draft-ietf-httpapi-ratelimit-headers-11) in requests.
-func (l *Limiter) setHeaders(ctx context.Context, h http.Header, rl *ratelimiter.RateLimiter, granted bool, retrySecs int64) error {
+func (l *Middleware) setHeaders(ctx context.Context, h http.Header, rl *ratelimiter.Limiter, granted bool, retrySecs int64) error {
 	st, err := readState(ctx, l.rdb, rl.Keys(), time.Now())
 	if err != nil {
 		return fmt.Errorf("httplimit: reading limiter state for RateLimit headers: %w", err)

@@ -121,7 +121,7 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 
 // KeyByRoute returns a KeyFunc that keys requests by route, one limiter
 // per route shared by all clients: "route:" + the http.ServeMux pattern
-// that matched (r.Pattern, set when the Limiter wraps a handler
+// that matched (r.Pattern, set when the Middleware wraps a handler
 // registered on a ServeMux, with "{" and "}" of wildcards written "<"
 // and ">"), or else "route:" + method + " " + URL path.
 // Paths are chosen by clients, so prefer wrapping registered handlers,
@@ -129,7 +129,7 @@ func KeyFirst(fns ...KeyFunc) KeyFunc {
 // client key by writing your own KeyFunc.
 func KeyByRoute() KeyFunc {
 	// Wildcards such as {id} become <id>: braces would make the name
-	// unsafe (and hashed), see Limiter.Name.
+	// unsafe (and hashed), see Middleware.Name.
 	return func(r *http.Request) string {
 		if r.Pattern != "" {
 			return "route:" + routeBraces.Replace(r.Pattern)
@@ -172,18 +172,18 @@ type ctxKey struct{}
 
 // FromContext returns the Decision that the middleware stored in the
 // request's context, and false when there is none (the request did not
-// pass through a Limiter).
+// pass through a Middleware).
 func FromContext(ctx context.Context) (Decision, bool) {
 	d, ok := ctx.Value(ctxKey{}).(Decision)
 	return d, ok
 }
 
-// Option configures a Limiter.
-type Option func(*Limiter)
+// Option configures a Middleware.
+type Option func(*Middleware)
 
 // WithKey sets the key function; the default is KeyByIP.
 func WithKey(f KeyFunc) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if f == nil {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: nil key function", ErrInvalidOption))
 		}
@@ -192,11 +192,11 @@ func WithKey(f KeyFunc) Option {
 }
 
 // WithClientOptions passes options (client id, name mapper, member
-// format, clock) to the ratelimiter.Client the Limiter makes on rdb. Java
+// format, clock) to the ratelimiter.Client the Middleware makes on rdb. Java
 // services sharing the limiters must use the same name mapping and a
 // member format they read.
 func WithClientOptions(opts ...ratelimiter.Option) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		for _, o := range opts {
 			if o == nil {
 				l.err = errors.Join(l.err, fmt.Errorf("%w: nil client option", ErrInvalidOption))
@@ -211,7 +211,7 @@ func WithClientOptions(opts ...ratelimiter.Option) Option {
 // default is "http:". It must not contain '{' or '}', which would change
 // Redis Cluster hash slots.
 func WithPrefix(p string) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if !safeName(p, maxKeyLen) {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, maxKeyLen))
 		}
@@ -222,7 +222,7 @@ func WithPrefix(p string) Option {
 // WithPermits sets the permits each request takes (default 1); it must be
 // from 1 to the Config's rate.
 func WithPermits(n int64) Option {
-	return func(l *Limiter) { l.permits = n }
+	return func(l *Middleware) { l.permits = n }
 }
 
 // WithWait makes a request that finds no permits wait up to max for them
@@ -230,7 +230,7 @@ func WithPermits(n int64) Option {
 // whose context ends while waiting is dropped: the next handler is not
 // called. The default, 0, refuses at once.
 func WithWait(max time.Duration) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if max < 0 {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: negative wait %v", ErrInvalidOption, max))
 		}
@@ -244,7 +244,7 @@ func WithFailClosed() Option { return WithFailureMode(FailClosed) }
 
 // WithFailureMode sets FailOpen or FailClosed.
 func WithFailureMode(m FailureMode) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if m != FailOpen && m != FailClosed {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(m)))
 		}
@@ -257,7 +257,7 @@ func WithFailureMode(m FailureMode) Option {
 // request's goroutine before the response is written; it must not write
 // to the response.
 func WithErrorHook(f func(r *http.Request, err error)) Option {
-	return func(l *Limiter) { l.onError = f }
+	return func(l *Middleware) { l.onError = f }
 }
 
 // WithRefusalHandler sets the handler that writes refused requests'
@@ -266,7 +266,7 @@ func WithErrorHook(f func(r *http.Request, err error)) Option {
 // the Decision; it must write the status itself (usually 429). The
 // default writes 429 with a short text body.
 func WithRefusalHandler(h http.Handler) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if h == nil {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: nil refusal handler", ErrInvalidOption))
 		}
@@ -278,7 +278,7 @@ func WithRefusalHandler(h http.Handler) Option {
 // RateLimit fields; the default is "default". It must be a token of
 // letters, digits and "-_.".
 func WithPolicyName(name string) Option {
-	return func(l *Limiter) {
+	return func(l *Middleware) {
 		if !policyName(name) {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: policy name %q must be 1 to 64 letters, digits, '-', '_' or '.'", ErrInvalidOption, name))
 		}
@@ -289,12 +289,12 @@ func WithPolicyName(name string) Option {
 // WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields,
 // which cost one extra read from Redis per request. Retry-After is still
 // sent on refusals.
-func WithoutHeaders() Option { return func(l *Limiter) { l.headers = false } }
+func WithoutHeaders() Option { return func(l *Middleware) { l.headers = false } }
 
-// Limiter is the middleware. Make it with New; it is safe for concurrent
-// use and one Limiter can wrap any number of handlers, which then share
+// Middleware is the middleware. Make it with New; it is safe for concurrent
+// use and one Middleware can wrap any number of handlers, which then share
 // the limiters of equal keys.
-type Limiter struct {
+type Middleware struct {
 	rdb     redis.UniversalClient
 	client  *ratelimiter.Client
 	copts   []ratelimiter.Option
@@ -323,14 +323,14 @@ const maxConfigured = 10000
 // unsafe keys are hashed.
 const maxKeyLen = 128
 
-// New returns a Limiter that draws permits on rdb (a *redis.Client,
+// New returns a Middleware that draws permits on rdb (a *redis.Client,
 // *redis.ClusterClient or failover client) from limiters configured with
 // cfg on first use. It fails with an error matching ErrInvalidOption (and
 // ratelimiter.ErrInvalidArgument) for a nil rdb, an invalid cfg or
 // option, or permits per request above cfg.Rate; it sends nothing to
 // Redis.
-func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Limiter, error) {
-	l := &Limiter{
+func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Middleware, error) {
+	l := &Middleware{
 		rdb:        rdb,
 		cfg:        cfg,
 		key:        KeyByIP,
@@ -361,16 +361,16 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Li
 	l.client = ratelimiter.NewClient(rdb, l.copts...)
 	// An invalid client option shows on the first limiter made; releasing
 	// 0 permits reports it and sends nothing.
-	if err := l.client.RateLimiter("probe").Release(context.Background(), 0); err != nil {
+	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
 	return l, nil
 }
 
-// Client returns the ratelimiter.Client the Limiter draws permits with,
+// Client returns the ratelimiter.Client the Middleware draws permits with,
 // for example to look at or change a key's limiter:
-// l.Client().RateLimiter(l.Name(key)).
-func (l *Limiter) Client() *ratelimiter.Client { return l.client }
+// l.Client().Limiter(l.Name(key)).
+func (l *Middleware) Client() *ratelimiter.Client { return l.client }
 
 // validateConfig runs the library's Config checks so that New can fail
 // before any request (the library checks only when it is called).
@@ -383,20 +383,20 @@ func validateConfig(c ratelimiter.Config) error {
 
 // Handler returns next wrapped by the limiter: every request takes its
 // permits before next runs, or is refused, waits or fails as configured.
-func (l *Limiter) Handler(next http.Handler) http.Handler {
+func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.serve(w, r, next)
 	})
 }
 
 // HandlerFunc is Handler for a function.
-func (l *Limiter) HandlerFunc(next http.HandlerFunc) http.Handler { return l.Handler(next) }
+func (l *Middleware) HandlerFunc(next http.HandlerFunc) http.Handler { return l.Handler(next) }
 
 // Name returns the limiter name used for key: Prefix + key when the key is
 // at most 128 printable ASCII characters without '{' or '}', otherwise
 // Prefix + "sha256:" + the hex SHA-256 of the key, so that no request can
 // choose a name that breaks Redis Cluster slots or bloats Redis.
-func (l *Limiter) Name(key string) string {
+func (l *Middleware) Name(key string) string {
 	if safeName(key, maxKeyLen) {
 		return l.prefix + key
 	}
@@ -404,7 +404,7 @@ func (l *Limiter) Name(key string) string {
 	return l.prefix + "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key := l.key(r)
 	if key == "" {
 		l.report(r, ErrNoKey)
@@ -412,7 +412,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	d := Decision{Key: key, Name: l.Name(key)}
-	rl := l.client.RateLimiter(d.Name)
+	rl := l.client.Limiter(d.Name)
 	start := time.Now()
 	granted, hint, err := l.take(r.Context(), rl)
 	d.Waited = time.Since(start)
@@ -457,9 +457,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	next.ServeHTTP(w, r)
 }
 
-// take configures the limiter if this Limiter has not yet done so, then
+// take configures the limiter if this Middleware has not yet done so, then
 // acquires. It returns the grant, the wait hint of a refusal, or an error.
-func (l *Limiter) take(ctx context.Context, rl *ratelimiter.RateLimiter) (bool, time.Duration, error) {
+func (l *Middleware) take(ctx context.Context, rl *ratelimiter.Limiter) (bool, time.Duration, error) {
 	if err := l.configure(ctx, rl, false); err != nil {
 		return false, 0, err
 	}
@@ -474,7 +474,7 @@ func (l *Limiter) take(ctx context.Context, rl *ratelimiter.RateLimiter) (bool, 
 	return granted, hint, err
 }
 
-func (l *Limiter) acquire(ctx context.Context, rl *ratelimiter.RateLimiter) (bool, time.Duration, error) {
+func (l *Middleware) acquire(ctx context.Context, rl *ratelimiter.Limiter) (bool, time.Duration, error) {
 	if l.wait > 0 {
 		ok, err := rl.TryAcquireTimeout(ctx, l.permits, l.wait)
 		switch {
@@ -490,7 +490,7 @@ func (l *Limiter) acquire(ctx context.Context, rl *ratelimiter.RateLimiter) (boo
 	return res.Granted, res.RetryAfter, err
 }
 
-func (l *Limiter) configure(ctx context.Context, rl *ratelimiter.RateLimiter, force bool) error {
+func (l *Middleware) configure(ctx context.Context, rl *ratelimiter.Limiter, force bool) error {
 	name := rl.Name()
 	l.mu.Lock()
 	_, done := l.configured[name]
@@ -510,7 +510,7 @@ func (l *Limiter) configure(ctx context.Context, rl *ratelimiter.RateLimiter, fo
 	return nil
 }
 
-func (l *Limiter) report(r *http.Request, err error) {
+func (l *Middleware) report(r *http.Request, err error) {
 	if l.onError != nil {
 		l.onError(r, err)
 	}

@@ -50,7 +50,7 @@ func TestGrantsThenRefusesWithHeaders(t *testing.T) {
 	assert.Equal(t, int64(3), h.n.Load(), "the refused request must not reach the handler")
 
 	// What Redis holds: the config the middleware set up and three records.
-	rl := lim.Client().RateLimiter(p + "ip:127.0.0.1")
+	rl := lim.Client().Limiter(p + "ip:127.0.0.1")
 	cfg, err := rl.Config(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, ratelimiter.Config{Rate: 3, Interval: 10 * time.Second}, cfg)
@@ -163,7 +163,7 @@ func TestExistingConfigWins(t *testing.T) {
 	p := prefix(t)
 	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 100, Interval: time.Minute}, httplimit.WithPrefix(p))
 	require.NoError(t, err)
-	require.NoError(t, lim.Client().RateLimiter(p+"ip:127.0.0.1").SetRate(context.Background(),
+	require.NoError(t, lim.Client().Limiter(p+"ip:127.0.0.1").SetRate(context.Background(),
 		ratelimiter.Config{Rate: 1, Interval: 30 * time.Second}))
 	srv := serve(t, lim.Handler(&counting{}))
 	resp := get(t, srv.URL)
@@ -182,7 +182,7 @@ func TestReconfiguresAfterDelete(t *testing.T) {
 	require.NoError(t, err)
 	srv := serve(t, lim.Handler(&counting{}))
 	require.Equal(t, 200, get(t, srv.URL).StatusCode)
-	rl := lim.Client().RateLimiter(p + "ip:127.0.0.1")
+	rl := lim.Client().Limiter(p + "ip:127.0.0.1")
 	deleted, err := rl.Delete(context.Background())
 	require.NoError(t, err)
 	require.True(t, deleted)
@@ -472,7 +472,7 @@ func TestRateBelowPermitsRefuses(t *testing.T) {
 		httplimit.WithPrefix(p), httplimit.WithPermits(3),
 		httplimit.WithErrorHook(func(r *http.Request, err error) { mu.Lock(); hooked = err; mu.Unlock() }))
 	require.NoError(t, err)
-	require.NoError(t, lim.Client().RateLimiter(p+"ip:127.0.0.1").SetRate(context.Background(),
+	require.NoError(t, lim.Client().Limiter(p+"ip:127.0.0.1").SetRate(context.Background(),
 		ratelimiter.Config{Rate: 2, Interval: 3 * time.Second}))
 	h := &counting{}
 	srv := serve(t, lim.Handler(h))

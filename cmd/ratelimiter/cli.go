@@ -44,7 +44,7 @@ type cli struct {
 	ctx    context.Context
 	rdb    redis.UniversalClient
 	client *ratelimiter.Client
-	lim    *ratelimiter.RateLimiter
+	lim    *ratelimiter.Limiter
 }
 
 // action is a subcommand's body: check validates its flags before any
@@ -139,7 +139,7 @@ func (c *cli) exec(pos []string, act action) error {
 	defer rdb.Close()
 	c.rdb = rdb
 	c.client = ratelimiter.NewClient(rdb, opts...)
-	c.lim = c.client.RateLimiter(c.name)
+	c.lim = c.client.Limiter(c.name)
 	return act.run(c)
 }
 

@@ -66,7 +66,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 
-	l := ratelimiter.NewClient(rdb).RateLimiter(*name)
+	l := ratelimiter.NewClient(rdb).Limiter(*name)
 	cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: *rate, Interval: *interval}
 	if err := l.SetRate(ctx, cfg); err != nil {
 		fmt.Fprintln(stderr, "ratelimiter demo:", redactErr(err, *url))

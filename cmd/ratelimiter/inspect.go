@@ -139,7 +139,7 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern, typ strin
 }
 
 // inspect reads everything about the limiter without changing it.
-func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.RateLimiter) (*inspection, error) {
+func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Limiter) (*inspection, error) {
 	k := lim.Keys()
 	now := time.Now()
 	in := &inspection{Name: lim.Name(), Now: now, ConfigKey: k.Config, Fields: map[string]string{}}
