@@ -31,15 +31,27 @@ const memberRetries = 8
 // with ErrNotInitialized when the limiter is not configured and with
 // ErrPermitsExceedRate when n exceeds the rate.
 func (r *Limiter) Allow(ctx context.Context, n int64) (Result, error) {
+	d := Decision{Limiter: r.name, Op: OpAllow, Permits: n}
 	if err := r.check(checkPermits(n)); err != nil {
-		return Result{}, err
+		return Result{}, r.decided(d, err)
 	}
-	return r.allow(ctx, n)
+	res, err := r.allow(ctx, n, &d)
+	d.Granted, d.RetryAfter = res.Granted, res.RetryAfter
+	return res, r.decided(d, err)
 }
 
-func (r *Limiter) allow(ctx context.Context, n int64) (Result, error) {
+// decided reports d, ended with err, to the Client's hooks and returns err.
+func (r *Limiter) decided(d Decision, err error) error {
+	d.Err = err
+	r.c.decided(d)
+	return err
+}
+
+func (r *Limiter) allow(ctx context.Context, n int64, d *Decision) (Result, error) {
 	for i := 0; i < memberRetries; i++ {
+		start := time.Now()
 		v, err := r.evalAcquire(ctx, n, r.nowMillis(), newMember(r.c.format, uint32(n)))
+		d.RoundTrip, d.Batch = time.Since(start), 1
 		switch {
 		case err != nil:
 			return Result{}, err
@@ -68,9 +80,10 @@ func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // Allow.
 func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
 	if timeout < 0 {
-		return false, r.check(invalid("negative timeout %v", timeout))
+		return false, r.decided(Decision{Limiter: r.name, Op: OpTryAcquireTimeout, Permits: n},
+			r.check(invalid("negative timeout %v", timeout)))
 	}
-	return r.wait(ctx, n, time.Now().Add(timeout))
+	return r.wait(ctx, n, time.Now().Add(timeout), OpTryAcquireTimeout)
 }
 
 // Acquire takes n permits, waiting as long as it takes. It waits on the
@@ -79,13 +92,23 @@ func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.D
 // pass ctx's deadline; ctx.Err() when ctx is done while waiting. Other
 // errors are those of Allow.
 func (r *Limiter) Acquire(ctx context.Context, n int64) error {
-	_, err := r.wait(ctx, n, time.Time{})
+	_, err := r.wait(ctx, n, time.Time{}, OpAcquire)
 	return err
 }
 
 // wait acquires until granted, until the hint passes limit (false, nil)
 // or ctx's deadline (an error). A zero limit means none.
-func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time) (bool, error) {
+func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time, op Op) (bool, error) {
+	d := Decision{Limiter: r.name, Op: op, Permits: n}
+	ok, err := r.waitLoop(ctx, n, limit, &d)
+	d.Granted = ok
+	if ok {
+		d.RetryAfter = 0
+	}
+	return ok, r.decided(d, err)
+}
+
+func (r *Limiter) waitLoop(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
 	if err := r.check(checkPermits(n)); err != nil {
 		return false, err
 	}
@@ -100,10 +123,11 @@ func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time) (bool, err
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		res, err := r.allow(ctx, n)
+		res, err := r.allow(ctx, n, d)
 		if err != nil || res.Granted {
 			return res.Granted, err
 		}
+		d.RetryAfter = res.RetryAfter
 		wake := time.Now().Add(res.RetryAfter)
 		if !limit.IsZero() && wake.After(limit) {
 			return false, nil
@@ -117,10 +141,13 @@ func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time) (bool, err
 		} else {
 			timer.Reset(res.RetryAfter)
 		}
+		slept := time.Now()
 		select {
 		case <-ctx.Done():
+			d.Waited += time.Since(slept)
 			return false, ctx.Err()
 		case <-timer.C:
+			d.Waited += time.Since(slept)
 		}
 	}
 }

@@ -29,6 +29,7 @@ type Client struct {
 	cluster bool
 	ack     replicaAck // WithReplicaAck; zero: off
 	refresh refresher  // cluster slot map reloads (topology.go)
+	hooks   Hooks      // WithHooks
 	err     error
 }
 

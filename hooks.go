@@ -1,0 +1,119 @@
+package ratelimiter
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Hooks observe what a Client does, for metrics and logs. Every field may
+// be nil. The functions are called synchronously and possibly
+// concurrently, from the goroutine of the call they report on or from the
+// goroutine that ran its script call: they must be safe for concurrent use,
+// fast, and must not block or call back into the Client.
+type Hooks struct {
+	// Decision is called once when an acquisition (Allow, TryAcquire,
+	// TryAcquireTimeout, Acquire) returns, whatever its outcome.
+	Decision func(Decision)
+}
+
+// WithHooks installs h on the Client. A later WithHooks replaces an
+// earlier one. The default is no hooks, which costs nothing.
+func WithHooks(h Hooks) Option {
+	return func(c *Client) { c.hooks = h }
+}
+
+// Op names the acquisition a Decision reports on.
+type Op uint8
+
+const (
+	// OpAllow is Allow or TryAcquire: one try, no waiting.
+	OpAllow Op = iota + 1
+	// OpTryAcquireTimeout is TryAcquireTimeout: waits up to a timeout.
+	OpTryAcquireTimeout
+	// OpAcquire is Acquire: waits as long as it takes.
+	OpAcquire
+)
+
+// String returns "allow", "try_acquire_timeout", "acquire" or "Op(n)";
+// the names are stable, for use as metric attribute values.
+func (o Op) String() string {
+	switch o {
+	case OpAllow:
+		return "allow"
+	case OpTryAcquireTimeout:
+		return "try_acquire_timeout"
+	case OpAcquire:
+		return "acquire"
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Decision reports how one acquisition ended.
+type Decision struct {
+	// Limiter is the name given to Client.Limiter, before name mapping.
+	Limiter string
+	// Op is the method that was called.
+	Op Op
+	// Permits is the number of permits asked for.
+	Permits int64
+	// Granted reports whether the permits were taken.
+	Granted bool
+	// RetryAfter is, for a refusal, the last wait hint Redis gave; 0 when
+	// granted or when the call failed before a hint came back.
+	RetryAfter time.Duration
+	// Waited is the time the call spent waiting for permits (sleeping on
+	// wait hints, queued behind other waiters): 0 for Allow.
+	Waited time.Duration
+	// RoundTrip is the duration of the last script call that decided this
+	// acquisition, as this process saw it (queueing for a connection
+	// included); 0 when nothing was sent.
+	RoundTrip time.Duration
+	// Batch is the number of acquisitions that the last script call
+	// decided together, this one included: 1 without combining, 0 when
+	// nothing was sent.
+	Batch int
+	// Err is the error the call returned, or nil.
+	Err error
+}
+
+// Refused reports whether the acquisition ended without permits and
+// without an error.
+func (d Decision) Refused() bool { return !d.Granted && d.Err == nil }
+
+// ErrorKind classifies d.Err into a small, stable set of names for metric
+// attributes: "" (no error), "canceled", "deadline", "not_initialized",
+// "exceeds_rate", "invalid_argument", "corrupt_state", "replica_ack" or
+// "redis".
+func (d Decision) ErrorKind() string { return ErrorKind(d.Err) }
+
+// ErrorKind classifies err as Decision.ErrorKind does.
+func ErrorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, ErrNotInitialized):
+		return "not_initialized"
+	case errors.Is(err, ErrPermitsExceedRate):
+		return "exceeds_rate"
+	case errors.Is(err, ErrInvalidArgument):
+		return "invalid_argument"
+	case errors.Is(err, ErrCorruptState):
+		return "corrupt_state"
+	case errors.Is(err, ErrReplicaAck):
+		return "replica_ack"
+	}
+	return "redis"
+}
+
+// decided reports d to the Decision hook, if there is one.
+func (c *Client) decided(d Decision) {
+	if c.hooks.Decision != nil {
+		c.hooks.Decision(d)
+	}
+}

@@ -1,0 +1,82 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// decisions collects what the Decision hook reports.
+type decisions struct {
+	mu  sync.Mutex
+	all []ratelimiter.Decision
+}
+
+func (d *decisions) hooks() ratelimiter.Option {
+	return ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(x ratelimiter.Decision) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.all = append(d.all, x)
+	}})
+}
+
+func (d *decisions) list() []ratelimiter.Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]ratelimiter.Decision(nil), d.all...)
+}
+
+func TestHooksReportDecisions(t *testing.T) {
+	ctx := context.Background()
+	var seen decisions
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 2, Interval: time.Hour}, seen.hooks())
+
+	ok, err := l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = l.TryAcquireTimeout(ctx, 1, time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, err = l.Allow(ctx, 3)
+	require.ErrorIs(t, err, ratelimiter.ErrPermitsExceedRate)
+
+	got := seen.list()
+	require.Len(t, got, 3)
+	require.Equal(t, l.Name(), got[0].Limiter)
+	require.Equal(t, ratelimiter.OpAllow, got[0].Op)
+	require.True(t, got[0].Granted)
+	require.Equal(t, int64(2), got[0].Permits)
+	require.Equal(t, 1, got[0].Batch)
+	require.Positive(t, got[0].RoundTrip)
+
+	require.Equal(t, ratelimiter.OpTryAcquireTimeout, got[1].Op)
+	require.True(t, got[1].Refused())
+	require.Greater(t, got[1].RetryAfter, 59*time.Minute, "the hint is the hour the first record holds")
+
+	require.Equal(t, "exceeds_rate", got[2].ErrorKind())
+	require.False(t, got[2].Refused())
+}
+
+func TestErrorKind(t *testing.T) {
+	for err, want := range map[error]string{
+		nil:                              "",
+		context.Canceled:                 "canceled",
+		context.DeadlineExceeded:         "deadline",
+		ratelimiter.ErrNotInitialized:    "not_initialized",
+		ratelimiter.ErrPermitsExceedRate: "exceeds_rate",
+		ratelimiter.ErrCrossSlot:         "invalid_argument",
+		ratelimiter.ErrCorruptState:      "corrupt_state",
+		ratelimiter.ErrReplicaAck:        "replica_ack",
+	} {
+		require.Equal(t, want, ratelimiter.ErrorKind(err), "%v", err)
+	}
+	require.Equal(t, "redis", ratelimiter.ErrorKind(errors.New("READONLY You can't write against a read only replica.")))
+	require.Equal(t, "acquire", ratelimiter.OpAcquire.String())
+	require.Equal(t, "Op(9)", ratelimiter.Op(9).String())
+}
