@@ -69,15 +69,20 @@ type Member struct {
 }
 
 // EncodeMember builds a permit record. random must be 4 bytes for FormatFI
-// and 1 to 255 bytes for the others (Redisson writes 16 for FormatCurrent,
-// 8 before 3.21). It fails with ErrInvalidArgument for another length or
-// an unknown format.
+// and 1 to 255 bytes for the others, except 3 for FormatCurrent (Redisson
+// writes 16 for FormatCurrent, 8 before 3.21): a FormatCurrent record with
+// 3 random bytes is 8 bytes long and reads as FormatFI. It fails with
+// ErrInvalidArgument for another length or an unknown format, so that
+// DecodeMember gives back what EncodeMember accepted.
 func EncodeMember(f MemberFormat, random []byte, permits uint32) ([]byte, error) {
 	var out []byte
 	switch f {
 	case FormatCurrent:
 		if len(random) < 1 || len(random) > 255 {
 			return nil, invalid("Bc0I random part must be 1 to 255 bytes, got %d", len(random))
+		}
+		if len(random) == 3 {
+			return nil, invalid("Bc0I random part of 3 bytes makes an 8-byte record, which reads as fI")
 		}
 		out = append(append(make([]byte, 0, 5+len(random)), byte(len(random))), random...)
 	case FormatLc0I:

@@ -41,6 +41,7 @@ func TestMemberErrors(t *testing.T) {
 	}{
 		{ratelimiter.FormatCurrent, nil},
 		{ratelimiter.FormatCurrent, make([]byte, 256)},
+		{ratelimiter.FormatCurrent, make([]byte, 3)}, // 8 bytes would read as fI
 		{ratelimiter.FormatLc0I, nil},
 		{ratelimiter.FormatFI, make([]byte, 8)},
 		{ratelimiter.MemberFormat(9), make([]byte, 4)},
