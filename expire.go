@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -45,7 +46,9 @@ func (r *Limiter) ExpireIf(ctx context.Context, ttl time.Duration, cond ExpireCo
 
 // ExpireAt makes all five keys of the limiter expire at t (to the
 // millisecond; a time in the past deletes them). It reports whether any
-// key changed.
+// key changed. It fails with ErrInvalidArgument, sending nothing, for the
+// zero Time and for a t whose Unix time in milliseconds does not fit in an
+// int64 (beyond about 292 million years from 1970 either way).
 func (r *Limiter) ExpireAt(ctx context.Context, t time.Time) (bool, error) {
 	return r.ExpireAtIf(ctx, t, "")
 }
@@ -53,7 +56,26 @@ func (r *Limiter) ExpireAt(ctx context.Context, t time.Time) (bool, error) {
 // ExpireAtIf is ExpireAt that acts only on the keys for which cond holds.
 // An empty cond means always.
 func (r *Limiter) ExpireAtIf(ctx context.Context, t time.Time, cond ExpireCondition) (bool, error) {
-	return r.expire(ctx, cond, "PEXPIREAT", t.UnixMilli())
+	ms, ok := unixMilli(t)
+	if !ok {
+		return false, r.check(invalid("expiry time %v is zero or its Unix milliseconds overflow an int64", t))
+	}
+	return r.expire(ctx, cond, "PEXPIREAT", ms)
+}
+
+// Limits of Time.UnixMilli: beyond them its result wraps around.
+var (
+	minUnixMilli = time.UnixMilli(math.MinInt64)
+	maxUnixMilli = time.UnixMilli(math.MaxInt64)
+)
+
+// unixMilli returns t's Unix time in milliseconds, and false for the zero
+// Time or when it does not fit in an int64.
+func unixMilli(t time.Time) (int64, bool) {
+	if t.IsZero() || t.Before(minUnixMilli) || t.After(maxUnixMilli) {
+		return 0, false
+	}
+	return t.UnixMilli(), true
 }
 
 // ClearExpire removes the TTL from all five keys and reports whether any
@@ -78,17 +100,35 @@ func (r *Limiter) expire(ctx context.Context, cond ExpireCondition, args ...any)
 }
 
 // RemainTimeToLive returns the TTL of the limiter's config, TTLPersistent
-// when it has none and TTLMissing when the limiter does not exist.
+// when it has none and TTLMissing when the limiter does not exist. A TTL
+// longer than a time.Duration holds (about 292 years, which ExpireAt can
+// set) is returned as the longest Duration.
 func (r *Limiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
-	// go-redis returns PTTL's -1 and -2 as that many nanoseconds, which
-	// are TTLPersistent and TTLMissing.
-	ttl, err := bounded(ctx, func() (time.Duration, error) {
-		return r.c.rdb.PTTL(ctx, r.keys.Config).Result()
+	ms, err := bounded(ctx, func() (int64, error) {
+		return r.c.rdb.Do(ctx, "PTTL", r.keys.Config).Int64()
 	})
-	return ttl, r.c.result(err)
+	if err != nil {
+		return 0, r.c.result(err)
+	}
+	return ttlDuration(ms), nil
+}
+
+// ttlDuration turns a PTTL reply into a Duration: -1 and -2 become
+// TTLPersistent and TTLMissing, milliseconds beyond a Duration the
+// longest one.
+func ttlDuration(ms int64) time.Duration {
+	switch {
+	case ms == -1:
+		return TTLPersistent
+	case ms < 0:
+		return TTLMissing
+	case ms > math.MaxInt64/int64(time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // Delete deletes all five keys of the limiter and reports whether any

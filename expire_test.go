@@ -2,6 +2,7 @@ package ratelimiter_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -137,4 +138,50 @@ func TestExpireValidation(t *testing.T) {
 	d, err := l.RemainTimeToLive(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ratelimiter.TTLPersistent, d, "the refused calls changed nothing")
+}
+
+// TestExpireAtOutOfRange: a time whose Unix milliseconds do not fit in an
+// int64 (UnixMilli would wrap to the past and Redis would delete the
+// limiter), and the zero Time, are refused before anything is sent; the
+// latest representable millisecond is sent as it is.
+func TestExpireAtOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	l, _ := fillAllKeys(t)
+	rdb := newRedis(t)
+	before := snapshot(t, rdb, l)
+	for _, at := range []time.Time{
+		time.Unix(1<<62, 0),
+		time.UnixMilli(math.MaxInt64).Add(time.Millisecond),
+		time.UnixMilli(math.MinInt64).Add(-time.Millisecond),
+		{},
+	} {
+		for _, cond := range []ratelimiter.ExpireCondition{"", ratelimiter.ExpireGT} {
+			ok, err := l.ExpireAtIf(ctx, at, cond)
+			require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, "%v", at)
+			require.False(t, ok)
+		}
+	}
+	require.Equal(t, before, snapshot(t, rdb, l), "nothing changed")
+	ok, err := l.ExpireAt(ctx, time.UnixMilli(math.MaxInt64))
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, k := range allKeys(l) {
+		// PTTL in ms, read raw: as a time.Duration it would overflow.
+		ms, err := rdb.Do(ctx, "PTTL", k).Int64()
+		require.NoError(t, err)
+		require.Greater(t, ms, int64(math.MaxInt64/2), k)
+	}
+}
+
+// TestRemainTimeToLiveBeyondDuration: a TTL longer than a time.Duration
+// holds comes back as the longest Duration, not wrapped around.
+func TestRemainTimeToLiveBeyondDuration(t *testing.T) {
+	ctx := context.Background()
+	l, _ := fillAllKeys(t)
+	ok, err := l.ExpireAt(ctx, time.Now().AddDate(1000, 0, 0))
+	require.NoError(t, err)
+	require.True(t, ok)
+	d, err := l.RemainTimeToLive(ctx)
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(math.MaxInt64), d)
 }

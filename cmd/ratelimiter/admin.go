@@ -300,7 +300,7 @@ func parseAt(s string) (time.Time, error) {
 
 func expireCmd(fs *flag.FlagSet) action {
 	ttl := fs.Duration("ttl", 0, "TTL from now, e.g. 10m")
-	at := fs.String("at", "", "expiry time, RFC 3339 or epoch milliseconds")
+	at := fs.String("at", "", "expiry time in the future, RFC 3339 or epoch milliseconds")
 	nx := fs.Bool("nx", false, "only keys without a TTL")
 	xx := fs.Bool("xx", false, "only keys with a TTL")
 	gt := fs.Bool("gt", false, "only when later than the current TTL")
@@ -332,6 +332,9 @@ func expireCmd(fs *flag.FlagSet) action {
 				t, err := parseAt(*at)
 				if err != nil {
 					return err
+				}
+				if !t.After(time.Now()) {
+					return usagef("--at %s is not in the future: Redis would delete the limiter (delete does that)", *at)
 				}
 				when = t
 			}

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -299,4 +300,29 @@ func TestPerClientNeedsClientID(t *testing.T) {
 
 	r = failsWith(t, 1, cli(t, "try-set-rate", name, "--rate", "9", "--interval", "1s", "-o", "json"))
 	assert.JSONEq(t, `{"name":"`+name+`","done":false,"result":"already configured, unchanged"}`, r.stdout)
+}
+
+// expire --at refuses a time that is not in the future (Redis would delete
+// the limiter while the command said "TTL set"), negative epoch
+// milliseconds included, and changes nothing; the latest epoch millisecond
+// is set and ttl shows it without wrapping around.
+func TestExpireAtRefusesPast(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	for _, at := range []string{"-5", "0", strconv.FormatInt(time.Now().Add(-time.Second).UnixMilli(), 10), "1970-01-01T00:00:00Z"} {
+		r := failsWith(t, 2, cli(t, "expire", name, "--at", at))
+		assert.Contains(t, r.stderr, "not in the future", at)
+		assert.Empty(t, r.stdout)
+		assert.Equal(t, int64(1), rdb.Exists(ctx, name).Val(), "--at %s deleted the limiter", at)
+		assert.Equal(t, time.Duration(-1), rdb.PTTL(ctx, name).Val())
+	}
+	ok(t, cli(t, "expire", name, "--at", strconv.FormatInt(math.MaxInt64, 10)))
+	r := ok(t, cli(t, "ttl", name, "-o", "json"))
+	var ttl struct {
+		TTL int64 `json:"ttl_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ttl))
+	assert.Greater(t, ttl.TTL, int64(9_000_000_000_000), "the longest Duration, 292 years")
 }
