@@ -2,23 +2,35 @@ package ratelimiter
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
-// Result is the outcome of one non-blocking acquisition.
+// Result is the outcome of one non-blocking acquisition: everything an
+// HTTP or gRPC layer needs for its rate-limit headers, from the
+// acquisition's own reply.
 type Result struct {
 	// Granted reports whether the permits were taken.
 	Granted bool
-	// Remaining is, when Granted, the permits left available in the window
-	// after this call, as the limiter stored them; 0 when not granted.
+	// Limit is the limiter's rate (permits per Interval) as Redis held it
+	// at the call.
+	Limit int64
+	// Interval is the limiter's window as Redis held it at the call.
+	Interval time.Duration
+	// Remaining is the permits left available in the window after this
+	// call, as the limiter counted them; on a refusal, those available,
+	// fewer than asked for.
 	Remaining int64
-	// RetryAfter is zero when Granted; otherwise the time until the oldest
-	// permit record in the window expires, the earliest moment a retry can
-	// succeed. It is a lower bound: other callers may take the permits
-	// first, and a request for several permits may need more records to
-	// expire. Use it for a Retry-After header.
+	// RetryAfter is zero when Granted; otherwise the time until enough
+	// permit records in the window expire to give back the permits asked
+	// for, the earliest moment a retry can succeed. It is a lower bound:
+	// other callers may take the permits first. It is at least 1 ms and
+	// at most the interval plus 3 ms (when a record is stamped in the
+	// future of this client's clock, a waiter checks again each interval).
+	// Use it for a Retry-After header.
 	RetryAfter time.Duration
+	// ResetAfter is the time until the oldest permit record in the window
+	// expires and gives its permits back; 0 when the window holds none.
+	ResetAfter time.Duration
 }
 
 // memberRetries bounds the retries after a permit record collided with an
@@ -27,17 +39,30 @@ type Result struct {
 const memberRetries = 8
 
 // Allow tries once to take n permits without waiting and reports the
-// outcome with the wait hint. n must be from 1 to MaxPermits. It fails
-// with ErrNotInitialized when the limiter is not configured and with
-// ErrPermitsExceedRate when n exceeds the rate.
+// outcome with the wait hint and the limiter's state (every field of
+// Result). n must be from 1 to MaxPermits. It fails with ErrNotInitialized
+// when the limiter is not configured and with ErrPermitsExceedRate when n
+// exceeds the rate; other errors are Redis's, or ctx's when ctx is done
+// before the answer comes.
 func (r *Limiter) Allow(ctx context.Context, n int64) (Result, error) {
+	return r.try(ctx, n, true)
+}
+
+// try is Allow; detail asks for every field of Result, which costs Redis a
+// little more than Granted alone.
+func (r *Limiter) try(ctx context.Context, n int64, detail bool) (Result, error) {
 	d := Decision{Limiter: r.name, Op: OpAllow, Permits: n}
 	if err := r.check(checkPermits(n)); err != nil {
 		return Result{}, r.decided(d, err)
 	}
-	res, err := r.allow(ctx, n, &d)
-	d.Granted, d.RetryAfter = res.Granted, res.RetryAfter
-	return res, r.decided(d, err)
+	var a answer
+	if r.c.maxBatch == 1 {
+		a = r.direct(ctx, n, detail)
+	} else {
+		a = r.c.submit(newRequest(ctx, r, n, detail))
+	}
+	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch
+	return a.v.res, r.decided(d, firstErr(a.err, a.v.err))
 }
 
 // decided reports d, ended with err, to the Client's hooks and returns err.
@@ -47,27 +72,10 @@ func (r *Limiter) decided(d Decision, err error) error {
 	return err
 }
 
-func (r *Limiter) allow(ctx context.Context, n int64, d *Decision) (Result, error) {
-	for i := 0; i < memberRetries; i++ {
-		start := time.Now()
-		v, err := r.evalAcquire(ctx, n, r.nowMillis(), newMember(r.c.format, uint32(n)))
-		d.RoundTrip, d.Batch = time.Since(start), 1
-		switch {
-		case err != nil:
-			return Result{}, err
-		case v >= 0:
-			return Result{Granted: true, Remaining: v}, nil
-		case v < -1:
-			return Result{RetryAfter: time.Duration(-v) * time.Millisecond}, nil
-		}
-	}
-	return Result{}, fmt.Errorf("%w: %d permit record collisions in a row", ErrCorruptState, memberRetries)
-}
-
 // TryAcquire takes n permits if they are available now and reports
 // whether it did. It never waits. Errors are those of Allow.
 func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
-	res, err := r.Allow(ctx, n)
+	res, err := r.try(ctx, n, false)
 	return res.Granted, err
 }
 
@@ -100,56 +108,23 @@ func (r *Limiter) Acquire(ctx context.Context, n int64) error {
 // or ctx's deadline (an error). A zero limit means none.
 func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time, op Op) (bool, error) {
 	d := Decision{Limiter: r.name, Op: op, Permits: n}
-	ok, err := r.waitLoop(ctx, n, limit, &d)
+	if err := r.check(checkPermits(n)); err != nil {
+		return false, r.decided(d, err)
+	}
+	var ok bool
+	var err error
+	if err = ctx.Err(); err == nil {
+		if r.c.maxBatch == 1 {
+			ok, err = r.waitDirect(ctx, n, limit, &d)
+		} else {
+			ok, err = r.waitQueued(ctx, n, limit, &d)
+		}
+	}
 	d.Granted = ok
 	if ok {
 		d.RetryAfter = 0
 	}
 	return ok, r.decided(d, err)
-}
-
-func (r *Limiter) waitLoop(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
-	if err := r.check(checkPermits(n)); err != nil {
-		return false, err
-	}
-	ctxDeadline, hasDeadline := ctx.Deadline()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		res, err := r.allow(ctx, n, d)
-		if err != nil || res.Granted {
-			return res.Granted, err
-		}
-		d.RetryAfter = res.RetryAfter
-		wake := time.Now().Add(res.RetryAfter)
-		if !limit.IsZero() && wake.After(limit) {
-			return false, nil
-		}
-		if hasDeadline && wake.After(ctxDeadline) {
-			return false, fmt.Errorf("ratelimiter: waiting %v for permits would pass the context deadline: %w",
-				res.RetryAfter, context.DeadlineExceeded)
-		}
-		if timer == nil {
-			timer = time.NewTimer(res.RetryAfter)
-		} else {
-			timer.Reset(res.RetryAfter)
-		}
-		slept := time.Now()
-		select {
-		case <-ctx.Done():
-			d.Waited += time.Since(slept)
-			return false, ctx.Err()
-		case <-timer.C:
-			d.Waited += time.Since(slept)
-		}
-	}
 }
 
 func checkPermits(n int64) error {

@@ -115,9 +115,11 @@ func TestAcquireRefusedWithHint(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Granted)
 	require.Equal(t, "2", rdb.Get(ctx, l.Keys().Value).Val())
+	require.Equal(t, int64(2), res.Remaining, "a refusal reports what is available")
 	res, err = l.Allow(ctx, 2)
 	require.NoError(t, err)
-	require.Equal(t, ratelimiter.Result{Granted: true, Remaining: 0}, res)
+	require.Equal(t, ratelimiter.Result{Granted: true, Limit: 5, Interval: 10 * time.Second, Remaining: 0,
+		ResetAfter: 4 * time.Second}, res, "the oldest record left, taken at 4 s, expires at 14 s")
 	require.Equal(t, "0", rdb.Get(ctx, l.Keys().Value).Val())
 	require.Equal(t, int64(2), rdb.ZCard(ctx, l.Keys().Permits).Val())
 }
@@ -138,26 +140,55 @@ func TestAcquireExpiryBoundary(t *testing.T) {
 	require.True(t, ok, "a record with score <= now - interval is released")
 }
 
-func TestAcquireRecountAfterRelease(t *testing.T) {
+// TestReleaseNeverLiftsLaterWindows is issue 14's first defect: rate 10/s,
+// take 10 at t=0, at t=500 release 5 and take 5, then take until refused
+// every 500 ms. Before the fix, the released permits came back a second
+// time when their records expired, and every later 1 s window held 15
+// grants.
+func TestReleaseNeverLiftsLaterWindows(t *testing.T) {
 	ctx := context.Background()
 	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 10, Interval: time.Second})
-	_, err := l.TryAcquire(ctx, 6)
-	require.NoError(t, err)
+	start := clock.Millis()
+	grants := map[int64]int64{} // ms since start -> permits granted then
+	take := func(n int64) bool {
+		ok, err := l.TryAcquire(ctx, n)
+		require.NoError(t, err)
+		if ok {
+			grants[clock.Millis()-start] += n
+		}
+		return ok
+	}
+	require.True(t, take(10))
 	clock.Advance(500 * time.Millisecond)
-	_, err = l.TryAcquire(ctx, 4)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx, 5)) // value 5, records 6 + 4
-	clock.Advance(600 * time.Millisecond)
-
-	// The 6 expire; 5 + 6 > 10, so the value is recounted: 10 - 4 = 6.
-	ok, err := l.TryAcquire(ctx, 7)
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Equal(t, "6", rdb.Get(ctx, l.Keys().Value).Val())
-	require.Equal(t, int64(1), rdb.ZCard(ctx, l.Keys().Permits).Val())
-	ok, err = l.TryAcquire(ctx, 6)
-	require.NoError(t, err)
-	require.True(t, ok)
+	require.NoError(t, l.Release(ctx, 5))
+	grants[500] -= 5 // given back: those permits were not used
+	require.Equal(t, int64(5), recordPermits(t, rdb, l.Keys().Permits), "the release took 5 out of the records")
+	require.True(t, take(5))
+	for step := 0; step < 10; step++ {
+		clock.Advance(500 * time.Millisecond)
+		for take(1) {
+		}
+	}
+	for from := int64(0); from <= 5000; from += 500 {
+		var sum int64
+		for at, n := range grants {
+			if at >= from && at < from+1000 {
+				sum += n
+			}
+		}
+		require.LessOrEqual(t, sum, int64(10), "window [%d, %d) ms: %v", from, from+1000, grants)
+	}
+	// Repeated releases add nothing either.
+	for i := 0; i < 5; i++ {
+		require.NoError(t, l.Release(ctx, 3))
+		require.True(t, take(3))
+	}
+	clock.Advance(time.Second)
+	n := int64(0)
+	for take(1) {
+		n++
+	}
+	require.Equal(t, int64(10), n, "one interval later exactly the rate is available")
 }
 
 func TestAcquireErrors(t *testing.T) {
@@ -243,7 +274,7 @@ func TestAcquireConcurrentExact(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(100), granted.Load())
 	require.Equal(t, "0", rdb.Get(ctx, l.Keys().Value).Val())
-	require.Equal(t, int64(100), rdb.ZCard(ctx, l.Keys().Permits).Val())
+	require.Equal(t, int64(100), recordPermits(t, rdb, l.Keys().Permits), "the records hold every grant")
 }
 
 func TestAcquireSurvivesScriptFlush(t *testing.T) {
@@ -399,11 +430,12 @@ func TestAllowRemaining(t *testing.T) {
 	for _, want := range []int64{7, 4, 1} {
 		res, err := l.Allow(ctx, 3)
 		require.NoError(t, err)
-		require.Equal(t, ratelimiter.Result{Granted: true, Remaining: want}, res)
+		require.Equal(t, ratelimiter.Result{Granted: true, Limit: 10, Interval: time.Minute, Remaining: want,
+			ResetAfter: time.Minute}, res)
 	}
 	res, err := l.Allow(ctx, 3)
 	require.NoError(t, err)
 	require.False(t, res.Granted)
-	require.Equal(t, int64(0), res.Remaining)
-	require.Positive(t, res.RetryAfter)
+	require.Equal(t, int64(1), res.Remaining, "a refusal reports what is available")
+	require.Equal(t, time.Minute+3*time.Millisecond, res.RetryAfter)
 }

@@ -14,17 +14,20 @@ func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 	return v, r.c.result(err)
 }
 
-// evalAcquire runs the acquire script and returns its reply: the permits
-// left (>= 0) on a grant, -1 on a record collision, minus the wait hint in
-// ms on a refusal. On a client made with WithReplicaAck a grant also waits
-// for the replicas (replicas.go).
-func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (int64, error) {
-	v, err := bounded(ctx, func() (int64, error) {
-		if ack, ok := r.c.replicaAck(); ok {
-			return r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)
-		}
-		return scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Int64()
-	})
+// evalAcquire runs the acquire script and returns its raw reply (see
+// lua/acquire.lua). On a client made with WithReplicaAck a grant also
+// waits for the replicas (replicas.go); a short acknowledgement comes back
+// as a *ReplicaAckError with the reply. It waits on Redis until ctx is
+// done: callers that must return earlier wait on it from another
+// goroutine (lane.go, direct.go).
+func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
+	var v any
+	var err error
+	if ack, ok := r.c.replicaAck(); ok {
+		v, err = r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)
+	} else {
+		v, err = scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Result()
+	}
 	return v, r.c.result(err)
 }
 

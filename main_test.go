@@ -2,6 +2,7 @@ package ratelimiter_test
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -82,4 +83,15 @@ func snapshot(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter) map[strin
 		out[key] = d
 	}
 	return out
+}
+
+// recordPermits sums the permits that the records of a permits key hold.
+func recordPermits(t testing.TB, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	var sum int64
+	for _, m := range rdb.ZRange(context.Background(), key, 0, -1).Val() {
+		require.GreaterOrEqual(t, len(m), 4)
+		sum += int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))
+	}
+	return sum
 }

@@ -2,9 +2,18 @@ package ratelimiter
 
 import "context"
 
-// Release gives n permits back to the limiter, up to its rate; the records
-// of the acquisitions stay until their interval ends. n = 0 does nothing
-// and sends nothing. It fails with ErrInvalidArgument for n < 0 or n over
+// Release gives n permits back to the limiter now, up to its rate. It
+// takes the same number out of the newest permit records (shrinking or
+// removing them), so that the permits are not given back a second time
+// when those records expire: a release never raises the budget of a later
+// window. It gives back at most what the 128 newest records in the window
+// hold. n = 0 does nothing and sends nothing.
+//
+// Java Redisson's release (3.52 and later) only raises the value and
+// leaves the records, so on a limiter shared with Java the permits it
+// gives back are counted again when their records expire: each of its
+// releases lets one later window grant up to that many permits over the
+// rate (docs/protocol.md). It fails with ErrInvalidArgument for n < 0 or n over
 // MaxPermits, and ErrNotInitialized when the limiter is not configured.
 // Redisson has release since 3.52.
 func (r *Limiter) Release(ctx context.Context, n int64) error {
@@ -14,7 +23,7 @@ func (r *Limiter) Release(ctx context.Context, n int64) error {
 	if err := r.check(nil); err != nil || n == 0 {
 		return err
 	}
-	_, err := r.eval(ctx, scriptRelease, r.keyList, n)
+	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.nowMillis())
 	return err
 }
 

@@ -95,7 +95,7 @@ func TestTTLRefresh(t *testing.T) {
 			l, rdb, _ := setup(t, ratelimiter.Config{Mode: mode, Rate: 10, Interval: time.Second, KeepAlive: time.Hour})
 			// Shorten every TTL, then show that each kind of use renews them.
 			for _, use := range []func() error{
-				func() error { _, err := l.TryAcquire(ctx, 1); return err },
+				func() error { _, err := l.TryAcquire(ctx, 2); return err },
 				func() error { _, err := l.TryAcquire(ctx, 10); return err }, // refused
 				func() error { return l.Release(ctx, 1) },
 			} {

@@ -30,7 +30,10 @@ type Client struct {
 	ack     replicaAck // WithReplicaAck; zero: off
 	refresh refresher  // cluster slot map reloads (topology.go)
 	hooks   Hooks      // WithHooks
-	err     error
+
+	maxBatch int   // WithMaxBatch; 1: no combining
+	lanes    lanes // combining state per limiter in use (lane.go)
+	err      error
 }
 
 // Option configures a Client.
@@ -86,12 +89,40 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// defaultMaxBatch is WithMaxBatch's default.
+const defaultMaxBatch = 128
+
+// WithMaxBatch sets the most acquisitions of one limiter that one script
+// call decides (combining, README "Combining"). Concurrent acquisitions of
+// a limiter through one Client share script calls: one that finds no call
+// in flight is sent at once; those that arrive meanwhile are sent
+// together in the next call, in arrival order, and blocked callers wait in
+// one queue per limiter. Combining cuts Redis work and memory per grant
+// under load (one permit record per call instead of one per acquisition);
+// a larger batch makes a longer script call, which delays every other
+// command on that Redis for its duration. 1 turns combining off: every
+// acquisition is its own script call and every blocked caller sleeps on
+// its own timer, as Redisson does. 0 means the default, 128; n must be
+// from 0 to 4096.
+func WithMaxBatch(n int) Option {
+	return func(c *Client) {
+		switch {
+		case n < 0 || n > 4096:
+			c.err = errors.Join(c.err, invalid("max batch %d out of range [0, 4096]", n))
+		case n == 0:
+			c.maxBatch = defaultMaxBatch
+		default:
+			c.maxBatch = n
+		}
+	}
+}
+
 // NewClient returns a Client on rdb, which may be a *redis.Client,
 // *redis.ClusterClient or a failover client. Invalid options or a nil rdb
 // do not panic: every call then fails with an error matching
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, format: FormatCurrent, clock: time.Now}
+	c := &Client{rdb: rdb, format: FormatCurrent, clock: time.Now, maxBatch: defaultMaxBatch}
 	for _, o := range opts {
 		if o == nil {
 			c.err = errors.Join(c.err, invalid("nil option"))

@@ -113,8 +113,9 @@ const ackMargin = 5 * time.Millisecond
 
 // evalAck runs an acquisition script and WAIT in one pipeline on the
 // master's connection, and turns a short acknowledgement of a grant into a
-// *ReplicaAckError. It returns the script's raw reply and error.
-func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (int64, error) {
+// *ReplicaAckError, returned with the script's reply. Otherwise it returns
+// the script's raw reply and error.
+func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (any, error) {
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -134,7 +135,7 @@ func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, 
 		var p redis.Pipeliner
 		p, err = r.ackPipeline(ctx, keys[0])
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		script, wait = s.EvalSha(ctx, p, keys, args...), pipeWait(ctx, p, ack.replicas, timeout)
 		_, _ = p.Exec(ctx)
@@ -156,20 +157,35 @@ func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, 
 		}
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	v, err := script.Int64()
-	if err != nil || v < 0 { // error, or not granted: nothing to acknowledge
+	v, err := script.Result()
+	if err != nil || !grantedAny(v) { // nothing to acknowledge
 		return v, err
 	}
 	acked, werr := wait()
 	if werr != nil {
-		return 0, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
+		return v, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
 	}
 	if int(acked) < ack.replicas {
-		return 0, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
+		return v, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
 	}
 	return v, nil
+}
+
+// grantedAny reports whether an acquire script reply grants anything.
+func grantedAny(reply any) bool {
+	switch v := reply.(type) {
+	case int64:
+		return v >= 0
+	case []any:
+		for i := 3; i < len(v); i += 3 {
+			if g, _ := v[i].(int64); g == 1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ackPipeline returns a pipeline whose commands all go over one connection

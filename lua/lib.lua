@@ -21,24 +21,31 @@ local function read(...)
   return r
 end
 
-local function whole(s, what)
+-- Exact integers only: Lua numbers are doubles. The bounds on the work of
+-- one call are acquire.lua's (README, "Bounded work").
+local MAX = 9007199254740991
+local EXPIRE_CHUNK, RECOUNT_MAX = 1000, 10000
+
+-- A decimal integer field in [lo, MAX], else RLSTATE.
+local function whole(s, what, lo)
   local v = tonumber(s)
-  if v == nil or v ~= math.floor(v) then
-    fail('RLSTATE', what .. ' is not an integer: ' .. tostring(s))
+  if not string.find(s, '^-?%d+$') or v < lo or v > MAX then
+    fail('RLSTATE', what .. ' is not a decimal integer in [' .. lo .. ', 2^53-1]: ' .. s)
   end
   return v
 end
 
 -- Returns rate, interval, keepAlive, value key, permits key.
+-- acquire.lua mirrors this block.
 local function limiter()
   local c = read('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
   if not c[1] or not c[2] or not c[3] then
     fail('RLNOTINIT', 'RateLimiter is not initialized')
   end
-  local rate = whole(c[1], 'rate')
-  local interval = whole(c[2], 'interval')
+  local rate = whole(c[1], 'rate', 1)
+  local interval = whole(c[2], 'interval', 1)
   local keep = 0
-  if c[4] then keep = whole(c[4], 'keepAliveTime') end
+  if c[4] then keep = whole(c[4], 'keepAliveTime', 0) end
   if c[3] == '0' then
     return rate, interval, keep, KEYS[2], KEYS[4]
   elseif c[3] == '1' then
@@ -61,29 +68,51 @@ local function sum(members)
   return total
 end
 
--- Releases the records at or before cutoff. Returns the new value and
--- whether it changed. When the released permits would lift the value past
--- the rate (permits came back through release(), or a Redisson
--- availablePermits stored an uncapped sum), the value is recounted from
--- the records still in the window.
-local function expire(permitsKey, cutoff, value, rate)
-  local old = read('ZRANGEBYSCORE', permitsKey, '-inf', cutoff)
+-- Returns the permits available now and whether that differs from what the
+-- value key holds, and removes up to EXPIRE_CHUNK records whose interval
+-- has ended (a later call removes the rest). Writes nothing else: the
+-- caller stores the value. When the value key is gone while records remain
+-- (an evicting policy), or the released permits would lift the value past
+-- the rate (permits that the records still hold came back through a
+-- Redisson release or availablePermits), the value is recounted from the
+-- records in the window. acquire.lua mirrors this block.
+local function settle(valueKey, permitsKey, now, interval, rate)
+  local stored = read('GET', valueKey)
+  local value = rate
+  if stored then
+    value = whole(stored, 'value', -MAX)
+  end
+  local cutoff = now - interval
+  local old = read('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', 0, EXPIRE_CHUNK)
   local released = sum(old)
-  if value + released > rate then
-    value = rate - (sum(read('ZRANGE', permitsKey, 0, -1)) - released)
-  elseif #old == 0 then
-    return value, false
-  else
+  local changed = not stored
+  if not stored or value + released > rate then
+    local live = read('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
+    local used = sum(live)
+    if #live > RECOUNT_MAX then
+      value = 0
+    else
+      value = rate - used
+    end
+    changed = true
+  elseif #old > 0 then
     value = value + released
+    changed = true
   end
   if #old > 0 then
-    redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
+    redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
   end
-  return value, true
+  if value < rate and redis.call('EXISTS', permitsKey) == 0 then
+    -- Nothing is outstanding: the window starts afresh.
+    value = rate
+    changed = true
+  end
+  return value, changed
 end
 
 -- With keep-alive every use extends all keys; without it the state keys
 -- follow whatever TTL the config hash has, so they never outlive it.
+-- acquire.lua mirrors this block.
 local function refresh(valueKey, permitsKey, keep)
   if keep > 0 then
     redis.call('PEXPIRE', KEYS[1], keep)

@@ -1,11 +1,42 @@
--- release. ARGV: permits (> 0). Gives permits back to the value, never
--- past the rate; the permit records stay until they expire.
+-- release. ARGV: permits (> 0), now (ms). Gives permits back now, never
+-- past the rate, and takes as many out of the newest permit records
+-- (shrinking or removing them), so that they are not counted again when
+-- those records expire: a release never raises the budget of a later
+-- window. At most RELEASE_WALK records are changed, so a release may give
+-- back less than asked when the newest records hold fewer permits.
+-- Returns the permits given back.
+local RELEASE_WALK = 128
+local now = tonumber(ARGV[2])
 local rate, interval, keep, valueKey, permitsKey = limiter()
-local stored = read('GET', valueKey)
-local value = rate
-if stored ~= false then
-  value = whole(stored, 'value')
+local value = settle(valueKey, permitsKey, now, interval, rate)
+local want = math.min(tonumber(ARGV[1]), rate - value)
+local given = 0
+if want > 0 then
+  local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
+    'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
+  sum(recs)
+  for i = 1, #recs, 2 do
+    local m, score = recs[i], recs[i + 1]
+    local a, b, c, d = string.byte(m, -4, -1)
+    local held = a + b * 256 + c * 65536 + d * 16777216
+    local take = math.min(held, want - given)
+    local rest = string.sub(m, 1, -5) .. struct.pack('<I', held - take)
+    if take < held and redis.call('ZSCORE', permitsKey, rest) then
+      -- The shrunk record would collide with another: leave this one.
+      take = 0
+    end
+    if take > 0 then
+      redis.call('ZREM', permitsKey, m)
+      if take < held then
+        redis.call('ZADD', permitsKey, score, rest)
+      end
+      given = given + take
+    end
+    if given == want then
+      break
+    end
+  end
 end
-redis.call('SET', valueKey, math.min(rate, value + tonumber(ARGV[1])))
+redis.call('SET', valueKey, value + given)
 refresh(valueKey, permitsKey, keep)
-return 0
+return given

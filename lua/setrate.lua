@@ -24,7 +24,13 @@ local keepState = ARGV[6] == '1' and not modeChanged
 local cutoff = now - interval
 local used = 0
 if keepState then
-  used = sum(read('ZRANGEBYSCORE', permitsKey, '(' .. cutoff, '+inf'))
+  local live = read('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
+  used = sum(live)
+  if #live > RECOUNT_MAX then
+    -- Too many records to count in one call (bounded work): grant nothing
+    -- until they expire.
+    used = rate
+  end
 end
 
 redis.call('HSET', KEYS[1], 'rate', rate, 'interval', interval, 'type', mode, 'keepAliveTime', keep)

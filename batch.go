@@ -1,0 +1,133 @@
+package ratelimiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reply forms of the acquire script (lua/acquire.lua).
+const (
+	formSingle = "0" // one request, one integer back
+	formTable  = "1" // a table: rate, interval, reset, then per request granted, left, hint
+	formStrict = "2" // formTable, and no grant after the first refusal (queued waiters)
+)
+
+// verdict is the script's decision on one request of a batch.
+type verdict struct {
+	res Result
+	err error // ErrPermitsExceedRate for this request only
+}
+
+// batchReply is what one script call decided.
+type batchReply struct {
+	verdicts  []verdict
+	err       error // for every request: Redis, config or state errors
+	roundTrip time.Duration
+}
+
+// decide runs the acquire script once for the permits ns, in order, and
+// returns one verdict for each. form is formSingle (len(ns) must be 1),
+// formTable or formStrict. A record collision is retried with a fresh
+// record; nothing was granted by the colliding call.
+func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchReply {
+	args := make([]any, 0, 3+len(ns))
+	args = append(args, 0, nil, form)
+	for _, n := range ns {
+		args = append(args, n)
+	}
+	for i := 0; i < memberRetries; i++ {
+		args[0], args[1] = r.nowMillis(), newPrefix(r.c.format)
+		start := time.Now()
+		reply, err := r.evalAcquire(ctx, args...)
+		b := batchReply{roundTrip: time.Since(start)}
+		var ackErr *ReplicaAckError
+		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
+			b.err = err
+			return b
+		}
+		if v, ok := reply.(int64); ok && v == -1 {
+			continue
+		}
+		b.verdicts, b.err = parseVerdicts(reply, form, ns)
+		for i := range b.verdicts {
+			if ackErr != nil && b.verdicts[i].res.Granted {
+				// Granted by the master, not acknowledged: see ReplicaAckError.
+				b.verdicts[i].res.Granted, b.verdicts[i].err = false, ackErr
+			}
+		}
+		return b
+	}
+	return batchReply{err: fmt.Errorf("%w: %d permit record collisions in a row", ErrCorruptState, memberRetries)}
+}
+
+// parseVerdicts reads the acquire script's reply (see lua/acquire.lua).
+func parseVerdicts(reply any, form string, ns []int64) ([]verdict, error) {
+	if form == formSingle {
+		v, ok := reply.(int64)
+		switch {
+		case !ok || v == -1:
+			return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
+		case v >= 0:
+			return []verdict{{res: Result{Granted: true, Remaining: v}}}, nil
+		}
+		return []verdict{{res: Result{RetryAfter: hintDuration(-v)}}}, nil
+	}
+	t, ok := reply.([]any)
+	if !ok || len(t) != 3+3*len(ns) {
+		return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
+	}
+	nums := make([]int64, len(t))
+	for i, x := range t {
+		if nums[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
+		}
+	}
+	rate, interval, reset := nums[0], millis(nums[1]), millis(nums[2])
+	out := make([]verdict, len(ns))
+	for i, n := range ns {
+		g, left, hint := nums[3+3*i], nums[4+3*i], nums[5+3*i]
+		res := Result{Granted: g == 1, Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}
+		switch {
+		case n > rate:
+			out[i] = verdict{res: Result{Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}, err: ErrPermitsExceedRate}
+			continue
+		case !res.Granted:
+			res.RetryAfter = hintDuration(hint)
+		}
+		out[i] = verdict{res: res}
+	}
+	return out, nil
+}
+
+// maxHint bounds wait hints: intervals up to 2^53-1 ms do not fit a
+// time.Duration.
+const maxHint = time.Duration(1<<63 - 1)
+
+// hintDuration turns a hint in ms into a Duration that is positive (a
+// refusal never says "retry now") and saturates instead of overflowing.
+func hintDuration(ms int64) time.Duration {
+	switch {
+	case ms < 1:
+		return time.Millisecond
+	case ms > int64(maxHint/time.Millisecond):
+		return maxHint
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// millis is hintDuration for lengths that may be 0.
+func millis(ms int64) time.Duration {
+	if ms <= 0 {
+		return 0
+	}
+	return hintDuration(ms)
+}
+
+// newPrefix returns a fresh permit record in format f without its last
+// four bytes, which the acquire script fills with the permits granted.
+func newPrefix(f MemberFormat) []byte {
+	m := newMember(f, 0)
+	return m[:len(m)-4]
+}

@@ -1,0 +1,73 @@
+package ratelimiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Without combining (WithMaxBatch(1)) every acquisition is its own script
+// call, and a blocked caller sleeps on its own timer until its hint has
+// passed, then calls again: Redisson's way.
+
+// direct makes one script call for n permits, returning when ctx is done
+// even while Redis stalls (bounded).
+func (r *Limiter) direct(ctx context.Context, n int64, detail bool) answer {
+	form := formSingle
+	if detail {
+		form = formTable
+	}
+	b, err := bounded(ctx, func() (batchReply, error) {
+		b := r.decide(ctx, form, []int64{n})
+		return b, b.err
+	})
+	a := answer{err: err, roundTrip: b.roundTrip, batch: 1}
+	if err == nil {
+		a.v = b.verdicts[0]
+	}
+	return a
+}
+
+// waitDirect is wait without combining.
+func (r *Limiter) waitDirect(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
+	ctxDeadline, hasDeadline := ctx.Deadline()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		a := r.direct(ctx, n, false)
+		d.RoundTrip, d.Batch = a.roundTrip, a.batch
+		if err := firstErr(a.err, a.v.err); err != nil || a.v.res.Granted {
+			return a.v.res.Granted, err
+		}
+		hint := a.v.res.RetryAfter
+		d.RetryAfter = hint
+		wake := time.Now().Add(hint)
+		if !limit.IsZero() && wake.After(limit) {
+			return false, nil
+		}
+		if hasDeadline && wake.After(ctxDeadline) {
+			return false, fmt.Errorf("ratelimiter: waiting %v for permits would pass the context deadline: %w",
+				hint, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(hint)
+		} else {
+			timer.Reset(hint)
+		}
+		slept := time.Now()
+		select {
+		case <-ctx.Done():
+			d.Waited += time.Since(slept)
+			return false, ctx.Err()
+		case <-timer.C:
+			d.Waited += time.Since(slept)
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package ratelimiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Combining (README, "Combining"). Every limiter that a Client is using has
+// a lane. At most one script call per lane is in flight:
+//
+//	caller ──► lane idle? ──yes──► send [caller] now ───────────────┐
+//	             │ no                                                │
+//	             └──► pending (FIFO) ──► next call: up to maxBatch ──┤
+//	waiters (FIFO, waiters.go) ──► one timer ──► next call (strict) ─┤
+//	                                                                 ▼
+//	         one acquire script call decides the batch in order; each caller
+//	         gets its own verdict; a grant whose caller has gone is released
+//
+// A request that finds its lane idle is sent at once: combining adds no
+// delay when a limiter is idle, and batches form only while a call is in
+// flight.
+type lane struct {
+	key     string
+	busy    bool       // run is active: a script call is in flight or about to be
+	pending []*request // arrived while busy, in arrival order
+	waiting []*request // blocked callers, head first (waiters.go)
+	flying  int        // waiters in the call in flight
+	due     bool       // the head waiter's hint has passed
+	timer   *time.Timer
+	wakeAt  time.Time // when timer fires; zero when not armed
+}
+
+// lanes holds the lanes of one Client. One mutex guards every lane's
+// fields: its sections are a few slice operations, never a Redis call.
+type lanes struct {
+	mu sync.Mutex
+	m  map[string]*lane
+}
+
+// get returns the lane of key, making it if needed. Call with mu held.
+func (ls *lanes) get(key string) *lane {
+	l := ls.m[key]
+	if l == nil {
+		if ls.m == nil {
+			ls.m = make(map[string]*lane)
+		}
+		l = &lane{key: key}
+		ls.m[key] = l
+	}
+	return l
+}
+
+// dropIfIdle forgets l when nothing uses it, so that a Client serving
+// many limiters keeps lanes only for those in use. Call with mu held.
+func (ls *lanes) dropIfIdle(l *lane) {
+	if !l.busy && len(l.pending) == 0 && len(l.waiting) == 0 && l.flying == 0 && l.wakeAt.IsZero() && ls.m[l.key] == l {
+		delete(ls.m, l.key)
+	}
+}
+
+// Request states: a request is answered or abandoned exactly once.
+const (
+	reqWaiting int32 = iota
+	reqAnswered
+	reqGone
+)
+
+// request is one acquisition waiting for a script call.
+type request struct {
+	r      *Limiter
+	n      int64
+	detail bool // Allow: the reply must carry Limit, Interval and ResetAfter
+	ctx    context.Context
+	state  atomic.Int32
+	done   chan answer // buffered: the answer never blocks the sender
+
+	// Blocking calls only (waiters.go).
+	limit  time.Time // TryAcquireTimeout's end; zero: none
+	queued time.Time // when it joined the waiters; zero: not a waiter
+}
+
+// answer is what a request gets back.
+type answer struct {
+	v         verdict
+	err       error
+	roundTrip time.Duration
+	batch     int
+	waited    time.Duration
+}
+
+func newRequest(ctx context.Context, r *Limiter, n int64, detail bool) *request {
+	return &request{r: r, n: n, detail: detail, ctx: ctx, done: make(chan answer, 1)}
+}
+
+// answer delivers a to q unless its caller has gone; it reports whether q
+// took it.
+func (q *request) answer(a answer) bool {
+	if !q.state.CompareAndSwap(reqWaiting, reqAnswered) {
+		return false
+	}
+	if !q.queued.IsZero() {
+		a.waited = time.Since(q.queued)
+	}
+	q.done <- a
+	return true
+}
+
+// submit sends q in its lane's next script call and waits for its answer
+// or for its context.
+func (c *Client) submit(q *request) answer {
+	c.lanes.mu.Lock()
+	l := c.lanes.get(q.r.keys.Config)
+	if l.busy {
+		l.pending = append(l.pending, q)
+		c.lanes.mu.Unlock()
+	} else {
+		l.busy = true
+		c.lanes.mu.Unlock()
+		c.start(l, []*request{q}, false)
+	}
+	return c.await(l, q)
+}
+
+// start runs the lane's script calls from batch on. A caller whose context
+// can never be done runs the first call itself (no goroutine); otherwise
+// a goroutine runs it, so that every caller can leave at its deadline even
+// while Redis stalls.
+func (c *Client) start(l *lane, batch []*request, strict bool) {
+	if len(batch) == 1 && batch[0].ctx.Done() == nil && !strict {
+		c.run(l, batch, strict, true)
+		return
+	}
+	go c.run(l, batch, strict, false)
+}
+
+// await waits for q's answer; when q's context ends first, q leaves its
+// lane at once (no Redis call) and gets the context's error. A request
+// that was already in a script call gets its answer, or, when the call
+// grants it after the caller left, its permits are released (lane.run).
+func (c *Client) await(l *lane, q *request) answer {
+	select {
+	case a := <-q.done:
+		return a
+	case <-q.ctx.Done():
+	}
+	if !q.state.CompareAndSwap(reqWaiting, reqGone) {
+		return <-q.done
+	}
+	c.lanes.mu.Lock()
+	l.pending = remove(l.pending, q)
+	l.waiting = remove(l.waiting, q)
+	c.lanes.dropIfIdle(l)
+	c.lanes.mu.Unlock()
+	a := answer{err: q.ctx.Err()}
+	if !q.queued.IsZero() {
+		a.waited = time.Since(q.queued)
+	}
+	return a
+}
+
+func remove(list []*request, q *request) []*request {
+	for i, x := range list {
+		if x == q {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// run makes script calls for the lane until nothing is left to send. When
+// inline (on a caller's goroutine), it makes the first call only and hands
+// the rest to a new goroutine.
+func (c *Client) run(l *lane, batch []*request, strict, inline bool) {
+	for {
+		c.serve(l, batch, strict)
+		c.lanes.mu.Lock()
+		batch, strict = c.next(l)
+		if batch == nil {
+			l.busy = false
+			c.lanes.dropIfIdle(l)
+			c.lanes.mu.Unlock()
+			return
+		}
+		c.lanes.mu.Unlock()
+		if inline {
+			go c.run(l, batch, strict, false)
+			return
+		}
+	}
+}
+
+// next takes the lane's next batch: the waiters when their hint has
+// passed, else the pending requests, up to maxBatch requests and
+// MaxPermits permits (one record holds them). Call with mu held.
+func (c *Client) next(l *lane) ([]*request, bool) {
+	if l.due && len(l.waiting) > 0 {
+		l.due = false
+		var batch []*request
+		batch, l.waiting = c.take(l.waiting)
+		l.flying += len(batch)
+		return batch, true
+	}
+	var batch []*request
+	batch, l.pending = c.take(l.pending)
+	return batch, false
+}
+
+// take splits the first requests off list, skipping those whose caller
+// has gone.
+func (c *Client) take(list []*request) (batch, rest []*request) {
+	var permits int64
+	i := 0
+	for ; i < len(list) && len(batch) < c.maxBatch; i++ {
+		q := list[i]
+		if q.state.Load() == reqGone {
+			continue
+		}
+		if permits+q.n > MaxPermits {
+			break
+		}
+		permits += q.n
+		batch = append(batch, q)
+	}
+	if len(batch) == 0 {
+		return nil, list[i:]
+	}
+	return batch, list[i:]
+}
+
+// serve makes one script call for batch and answers each request. A
+// strict batch is of waiters: no grant follows a refusal, and the refused
+// go back to the head of the waiters (waiters.go).
+func (c *Client) serve(l *lane, batch []*request, strict bool) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	ns := make([]int64, len(batch))
+	for i, q := range batch {
+		ns[i] = q.n
+	}
+	form := formTable
+	switch {
+	case strict:
+		form = formStrict
+	case len(batch) == 1 && !batch[0].detail:
+		form = formSingle
+	}
+	b := c.call(ctx, batch[0].r, form, ns)
+	var refused []*request
+	var hints []time.Duration
+	var giveBack int64
+	for i, q := range batch {
+		a := answer{err: b.err, roundTrip: b.roundTrip, batch: len(batch)}
+		if b.err == nil {
+			a.v = b.verdicts[i]
+		}
+		if strict && a.err == nil && a.v.err == nil && !a.v.res.Granted {
+			refused, hints = append(refused, q), append(hints, a.v.res.RetryAfter)
+			continue
+		}
+		if !q.answer(a) && a.err == nil && a.v.res.Granted {
+			giveBack += q.n
+		}
+	}
+	if strict {
+		c.requeue(l, len(batch), refused, hints, b.roundTrip)
+	}
+	if giveBack > 0 {
+		c.giveBack(batch[0].r, giveBack)
+	}
+}
+
+// call makes the script call for a batch and returns by ctx's deadline
+// even while go-redis still waits on a stalled server (as bounded does),
+// so that one stalled call does not hold up the lane: the next batch goes
+// on a fresh call. What the abandoned call grants, when it ends, is given
+// back: its callers have been answered with ctx's error.
+func (c *Client) call(ctx context.Context, r *Limiter, form string, ns []int64) batchReply {
+	if ctx.Done() == nil {
+		return r.decide(ctx, form, ns)
+	}
+	done := make(chan batchReply, 1)
+	go func() { done <- r.decide(ctx, form, ns) }()
+	select {
+	case b := <-done:
+		return b
+	case <-ctx.Done():
+	}
+	go func() {
+		b := <-done
+		var granted int64
+		for i, v := range b.verdicts {
+			if v.res.Granted {
+				granted += ns[i]
+			}
+		}
+		if granted > 0 {
+			c.giveBack(r, granted)
+		}
+	}()
+	return batchReply{err: ctx.Err()}
+}
+
+// giveBackTimeout bounds the release of permits granted to callers that
+// had gone when the grant arrived.
+const giveBackTimeout = 5 * time.Second
+
+// giveBack releases permits that were granted to callers who had gone, so
+// that they are not lost. A failure here leaves them taken until their
+// interval ends, as any acquisition abandoned at its deadline would.
+func (c *Client) giveBack(r *Limiter, n int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+	defer cancel()
+	_ = r.Release(ctx, n)
+}
+
+// batchContext is the context of a batch's script call: the first
+// request's values, never canceled by one caller leaving (the others still
+// want the answer), ending at the latest deadline among the requests, or
+// never if one of them has none.
+func batchContext(batch []*request) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(batch[0].ctx)
+	var latest time.Time
+	for _, q := range batch {
+		dl, ok := q.ctx.Deadline()
+		if !ok {
+			return base, func() {}
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(base, latest)
+}

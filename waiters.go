@@ -1,0 +1,170 @@
+package ratelimiter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Blocked callers of one limiter wait in their lane's FIFO, not each on a
+// timer of its own. One timer per lane fires when the head waiter's hint
+// has passed; the next script call then takes as many waiters from the
+// head as the batch holds, and the script grants them in order until the
+// first one it must refuse: no waiter behind a refused one is granted, so
+// a large request at the head is never starved by small ones behind it.
+// The refused go back to the head, in order, and the timer is set to the
+// new hint of the head. A new blocking call joins the tail without a Redis
+// call while waiters are queued. Non-blocking calls (Allow, TryAcquire) do
+// not queue: they are decided in arrival order with other fresh requests
+// and may take permits that a waiter is waiting for.
+
+// wait acquires n permits for a blocking call through the lane: until
+// granted, until the hint passes limit (false, nil) or ctx's deadline (an
+// error), or until ctx is done. A zero limit means none.
+func (r *Limiter) waitQueued(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
+	c := r.c
+	q := newRequest(ctx, r, n, false)
+	q.limit = limit
+	c.lanes.mu.Lock()
+	l := c.lanes.get(r.keys.Config)
+	switch {
+	case len(l.waiting) > 0 || l.flying > 0:
+		// Behind the queued waiters, who are served first.
+		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
+			c.lanes.mu.Unlock()
+			return false, q.beyond(l.wakeAt)
+		}
+		q.queued = time.Now()
+		l.waiting = append(l.waiting, q)
+		c.lanes.mu.Unlock()
+	case l.busy:
+		l.pending = append(l.pending, q)
+		c.lanes.mu.Unlock()
+	default:
+		l.busy = true
+		c.lanes.mu.Unlock()
+		c.start(l, []*request{q}, false)
+	}
+	for {
+		a := c.await(l, q)
+		d.Waited += a.waited
+		if a.batch > 0 {
+			d.RoundTrip, d.Batch = a.roundTrip, a.batch
+		}
+		if a.err != nil || a.v.err != nil || a.v.res.Granted {
+			return a.v.res.Granted, firstErr(a.err, a.v.err)
+		}
+		d.RetryAfter = a.v.res.RetryAfter
+		wake := time.Now().Add(a.v.res.RetryAfter)
+		if !q.fits(wake) {
+			return false, nil
+		}
+		if err := q.beyond(wake); err != nil {
+			return false, err
+		}
+		q = newRequest(ctx, r, n, false)
+		q.limit, q.queued = limit, time.Now()
+		c.lanes.mu.Lock()
+		l = c.lanes.get(r.keys.Config)
+		l.waiting = append(l.waiting, q)
+		if len(l.waiting) == 1 && l.flying == 0 {
+			c.arm(l, wake)
+		}
+		c.lanes.mu.Unlock()
+	}
+}
+
+// fits reports whether a grant at wake is within q's limit.
+func (q *request) fits(wake time.Time) bool {
+	return q.limit.IsZero() || !wake.After(q.limit)
+}
+
+// beyond returns an error wrapping context.DeadlineExceeded when wake is
+// past q's context deadline.
+func (q *request) beyond(wake time.Time) error {
+	if dl, ok := q.ctx.Deadline(); ok && wake.After(dl) {
+		return fmt.Errorf("ratelimiter: waiting %v for permits would pass the context deadline: %w",
+			time.Until(wake).Round(time.Millisecond), context.DeadlineExceeded)
+	}
+	return nil
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// arm sets the lane's timer to fire at wake, unless it fires earlier.
+// Call with mu held.
+func (c *Client) arm(l *lane, wake time.Time) {
+	if !l.wakeAt.IsZero() && !wake.Before(l.wakeAt) {
+		return
+	}
+	l.wakeAt = wake
+	if l.timer == nil {
+		l.timer = time.AfterFunc(time.Until(wake), func() { c.fire(l) })
+		return
+	}
+	l.timer.Reset(time.Until(wake))
+}
+
+// fire runs when the head waiter's hint has passed: the lane's next script
+// call serves the waiters.
+func (c *Client) fire(l *lane) {
+	c.lanes.mu.Lock()
+	l.wakeAt = time.Time{}
+	if len(l.waiting) == 0 {
+		c.lanes.dropIfIdle(l)
+		c.lanes.mu.Unlock()
+		return
+	}
+	l.due = true
+	if l.busy {
+		c.lanes.mu.Unlock() // run takes them next
+		return
+	}
+	batch, strict := c.next(l)
+	if batch == nil {
+		c.lanes.dropIfIdle(l)
+		c.lanes.mu.Unlock()
+		return
+	}
+	l.busy = true
+	c.lanes.mu.Unlock()
+	c.run(l, batch, strict, false)
+}
+
+// requeue puts the waiters that a strict call refused back at the head, in
+// order, and sets the timer to the head's new hint. A waiter whose own
+// hint (never earlier than the head's) passes its limit or deadline is
+// answered now, so that it returns at once.
+func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt time.Duration) {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	l.flying -= sent
+	if len(refused) == 0 {
+		return
+	}
+	now := time.Now()
+	head := now.Add(hints[0])
+	keep := make([]*request, 0, len(refused)+len(l.waiting))
+	for i, q := range refused {
+		wake := now.Add(max(hints[i], hints[0]))
+		if q.state.Load() == reqGone {
+			continue
+		}
+		if !q.fits(wake) || q.beyond(wake) != nil {
+			q.answer(answer{v: verdict{res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent})
+			continue
+		}
+		keep = append(keep, q)
+	}
+	l.waiting = append(keep, l.waiting...)
+	l.due = false
+	if len(l.waiting) > 0 {
+		l.wakeAt = time.Time{}
+		c.arm(l, head)
+	}
+}
