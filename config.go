@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -135,8 +136,13 @@ func flag(b bool) int {
 
 // Config reads the limiter's configuration. A limiter that does not exist
 // gives the zero Config (Overall, rate 0, interval 0) and no error, as in
-// Redisson; use Exists to tell the two apart. Fields that are not numbers
-// give ErrCorruptState.
+// Redisson; use Exists to tell the two apart. It accepts what the scripts
+// accept: decimal integers, rate and interval in [1, 2^53-1],
+// keepAliveTime absent or in [0, 2^53-1], type 0 or 1; anything else gives
+// ErrCorruptState, and a config without rate, interval or type
+// ErrNotInitialized. An interval or keep-alive longer than a time.Duration
+// holds (about 292 years) is returned as the longest whole-millisecond
+// Duration.
 func (r *Limiter) Config(ctx context.Context) (Config, error) {
 	if err := r.check(nil); err != nil {
 		return Config{}, err
@@ -150,33 +156,68 @@ func (r *Limiter) Config(ctx context.Context) (Config, error) {
 	if len(h) == 0 {
 		return Config{}, nil
 	}
-	field := func(name string) (int64, error) {
+	return parseConfig(h, r.keys.Config)
+}
+
+// parseConfig reads a config hash's fields (key names it in errors).
+func parseConfig(h map[string]string, key string) (Config, error) {
+	for _, f := range []string{"rate", "interval", "type"} {
+		if _, ok := h[f]; !ok {
+			return Config{}, fmt.Errorf("%w: %s has no field %s", ErrNotInitialized, key, f)
+		}
+	}
+	field := func(name string, lo int64) (int64, error) {
 		s, ok := h[name]
 		if !ok {
 			return 0, nil
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%w: field %s of %s is %q", ErrCorruptState, name, r.keys.Config, s)
+		if v, ok := decimal(s); ok && v >= lo {
+			return v, nil
 		}
-		return v, nil
+		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, 2^53-1]", ErrCorruptState, name, key, s, lo)
 	}
-	rate, e1 := field("rate")
-	interval, e2 := field("interval")
-	mode, e3 := field("type")
-	keep, e4 := field("keepAliveTime")
-	if err := errors.Join(e1, e2, e3, e4); err != nil {
+	rate, e1 := field("rate", 1)
+	interval, e2 := field("interval", 1)
+	keep, e3 := field("keepAliveTime", 0)
+	if err := errors.Join(e1, e2, e3); err != nil {
 		return Config{}, err
 	}
-	if mode != int64(Overall) && mode != int64(PerClient) {
-		return Config{}, fmt.Errorf("%w: type of %s is %d", ErrCorruptState, r.keys.Config, mode)
+	var mode Mode
+	switch h["type"] {
+	case "0":
+		mode = Overall
+	case "1":
+		mode = PerClient
+	default:
+		return Config{}, fmt.Errorf("%w: type of %s is %q, not 0 or 1", ErrCorruptState, key, h["type"])
 	}
-	return Config{
-		Mode:      Mode(mode),
-		Rate:      rate,
-		Interval:  time.Duration(interval) * time.Millisecond,
-		KeepAlive: time.Duration(keep) * time.Millisecond,
-	}, nil
+	return Config{Mode: mode, Rate: rate, Interval: msDuration(interval), KeepAlive: msDuration(keep)}, nil
+}
+
+// decimal parses s when it is ASCII digits only (no sign, no spaces, as
+// the scripts require) and its value is at most 2^53-1.
+func decimal(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil && v <= maxRate
+}
+
+// maxWholeMs is the longest Duration that is a whole number of ms.
+const maxWholeMs = time.Duration(math.MaxInt64) / time.Millisecond * time.Millisecond
+
+// msDuration turns ms into a Duration, saturating at maxWholeMs.
+func msDuration(ms int64) time.Duration {
+	if ms > int64(maxWholeMs/time.Millisecond) {
+		return maxWholeMs
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // check returns the limiter's construction error, or else err.
