@@ -32,6 +32,8 @@ var (
 	// ErrCorruptState is returned when Redis holds something the protocol
 	// does not expect: a key of the wrong type, a non-numeric field, a
 	// permit record too short to hold a count. The call changed nothing.
+	// Redis's own refusals (OOM, READONLY, NOPERM, ...) are not this: they
+	// come back as the redis.Error that Redis sent.
 	ErrCorruptState = errors.New("ratelimiter: unexpected limiter state in Redis")
 )
 
@@ -41,7 +43,8 @@ func invalid(format string, args ...any) error {
 
 // scriptError maps the prefixed errors that the scripts raise, and Redis's
 // own WRONGTYPE, to the sentinel errors. Anything else (network, cluster,
-// OOM) is returned unchanged so that callers can inspect it.
+// OOM, READONLY, NOPERM, raised inside a script or not) is returned
+// unchanged, so that callers can inspect the redis.Error.
 func scriptError(err error) error {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {

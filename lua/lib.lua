@@ -11,12 +11,17 @@ local function fail(code, msg)
   error({err = code .. ' ' .. msg})
 end
 
--- A read that turns a Redis error (WRONGTYPE) into RLSTATE instead of a
--- raw script error.
+-- A call that turns WRONGTYPE (a key of the wrong type: state the
+-- protocol does not expect) into RLSTATE. Any other Redis error (OOM,
+-- READONLY, NOPERM, ...) is raised as it is, so that the caller sees what
+-- went wrong.
 local function read(...)
   local r = redis.pcall(...)
   if type(r) == 'table' and r.err then
-    fail('RLSTATE', r.err)
+    if string.sub(r.err, 1, 10) == 'WRONGTYPE ' then
+      fail('RLSTATE', r.err)
+    end
+    error(r)
   end
   return r
 end
