@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -109,9 +108,9 @@ func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
 	raw := g.effectiveURL()
 	var base *redis.Options
 	if raw != "" {
-		o, err := redis.ParseURL(raw)
+		o, err := parseURL(raw)
 		if err != nil {
-			return nil, usagef("bad Redis URL %s: %s", redactURL(raw), redact(err.Error(), raw))
+			return nil, err
 		}
 		base = o
 	} else {
@@ -161,36 +160,4 @@ func (g *globals) where(raw string) string {
 		return "sentinel " + g.sentinel
 	}
 	return redactURL(raw)
-}
-
-// redactURL returns raw with its password replaced by "xxxxx".
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return redact(raw, raw)
-	}
-	return u.Redacted()
-}
-
-// redact removes the password of rawURL from msg (in plain and
-// URL-escaped form).
-func redact(msg, rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
-		// An unparsable URL: hide whatever sits between "://" and "@".
-		if i := strings.Index(rawURL, "://"); i >= 0 {
-			if at := strings.LastIndex(rawURL, "@"); at > i {
-				if secret := rawURL[i+3 : at]; secret != "" {
-					msg = strings.ReplaceAll(msg, secret, "xxxxx")
-				}
-			}
-		}
-		return msg
-	}
-	if p, ok := u.User.Password(); ok && p != "" {
-		msg = strings.ReplaceAll(msg, p, "xxxxx")
-		msg = strings.ReplaceAll(msg, url.QueryEscape(p), "xxxxx")
-		msg = strings.ReplaceAll(msg, url.PathEscape(p), "xxxxx")
-	}
-	return msg
 }

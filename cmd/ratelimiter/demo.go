@@ -24,7 +24,9 @@ import (
 func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	url := fs.String("url", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL; empty: start a throwaway local redis-server)")
+	// The default is not $REDIS_URL itself: -h prints defaults, and the
+	// URL may hold a password.
+	url := fs.String("url", "", "Redis URL (default $REDIS_URL; neither: start a throwaway local redis-server)")
 	name := fs.String("name", "demo", "limiter name")
 	rate := fs.Int64("rate", 10, "permits per interval")
 	interval := fs.Duration("interval", time.Second, "interval")
@@ -32,6 +34,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 10*time.Second, "how long to run (0: until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *url == "" {
+		*url = os.Getenv("REDIS_URL")
 	}
 	if *workers < 1 || *duration < 0 {
 		fmt.Fprintln(stderr, "ratelimiter demo: --workers must be >= 1 and --duration >= 0")
@@ -58,8 +63,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		opts = &redis.Options{Addr: srv.Addr()}
 	} else {
 		var err error
-		if opts, err = redis.ParseURL(*url); err != nil {
-			fmt.Fprintln(stderr, "ratelimiter demo: bad --url:", redactErr(err, *url))
+		if opts, err = parseURL(*url); err != nil {
+			fmt.Fprintln(stderr, "ratelimiter demo:", err)
 			return 2
 		}
 	}
@@ -69,7 +74,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	l := ratelimiter.NewClient(rdb).Limiter(*name)
 	cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: *rate, Interval: *interval}
 	if err := l.SetRate(ctx, cfg); err != nil {
-		fmt.Fprintln(stderr, "ratelimiter demo:", redactErr(err, *url))
+		fmt.Fprintln(stderr, "ratelimiter demo:", redact(err.Error(), *url))
 		return 2
 	}
 	fmt.Fprintf(stdout, "limiter %q: %d permits per %v, %d workers\n", *name, *rate, *interval, *workers)
@@ -121,7 +126,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	wg.Wait()
 	if runErr != nil {
-		fmt.Fprintln(stderr, "ratelimiter demo:", redactErr(runErr, *url))
+		fmt.Fprintln(stderr, "ratelimiter demo:", redact(runErr.Error(), *url))
 		return 2
 	}
 	worst := worstWindow(grants, *interval)
@@ -160,23 +165,4 @@ func worstWindow(times []time.Time, interval time.Duration) int {
 		worst = max(worst, i-j+1)
 	}
 	return worst
-}
-
-// redactErr keeps a password in url out of what is printed.
-func redactErr(err error, url string) string {
-	msg := err.Error()
-	if url == "" {
-		return msg
-	}
-	if i := strings.Index(url, "://"); i >= 0 {
-		if at := strings.LastIndex(url, "@"); at > i {
-			if c := strings.Index(url[i+3:at], ":"); c >= 0 {
-				pass := url[i+3+c+1 : at]
-				if pass != "" {
-					msg = strings.ReplaceAll(msg, pass, "xxxxx")
-				}
-			}
-		}
-	}
-	return msg
 }
