@@ -1,0 +1,143 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+func init() {
+	adminCommand("watch", "refresh available permits, grants per second and a bar every second until interrupted (read-only)",
+		"[--every D] [--count N] [-o json]", watchCmd)
+}
+
+// activeBudget is the budget of the configured mode for this client.
+func activeBudget(in *inspection, clientID string) *budget {
+	for i := range in.Budgets {
+		b := &in.Budgets[i]
+		if in.cfg.Mode == ratelimiter.Overall && b.Scope == "overall" {
+			return b
+		}
+		if in.cfg.Mode == ratelimiter.PerClient && b.Scope == "client" && b.ClientID == clientID {
+			return b
+		}
+	}
+	return nil
+}
+
+func watchCmd(fs *flag.FlagSet) action {
+	every := fs.Duration("every", time.Second, "refresh period")
+	count := fs.Int("count", 0, "stop after this many refreshes (0: until interrupted)")
+	return action{
+		check: func(c *cli) error {
+			if *every < 10*time.Millisecond {
+				return usagef("--every must be at least 10ms")
+			}
+			if *count < 0 {
+				return usagef("--count must not be negative")
+			}
+			return nil
+		},
+		run: func(c *cli) error {
+			tick := time.NewTicker(*every)
+			defer tick.Stop()
+			for i := 0; *count == 0 || i < *count; i++ {
+				if i > 0 {
+					select {
+					case <-c.ctx.Done():
+						return nil
+					case <-tick.C:
+					}
+				}
+				in, err := inspect(c.ctx, c.rdb, c.lim)
+				if err != nil {
+					if c.ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if err := c.emit(watchLine(in, c.client.ID()), func(w io.Writer) { printWatch(w, in, c.client.ID()) }); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+type watchJSON struct {
+	Time       time.Time `json:"time"`
+	Name       string    `json:"name"`
+	Exists     bool      `json:"exists"`
+	Rate       int64     `json:"rate"`
+	IntervalMS int64     `json:"interval_ms"`
+	Available  *int64    `json:"available"`
+	InWindow   int64     `json:"permits_in_window"`
+	LastSecond int64     `json:"granted_last_second"`
+	Clients    int       `json:"per_client_ids"`
+}
+
+func watchLine(in *inspection, clientID string) watchJSON {
+	out := watchJSON{Time: in.Now, Name: in.Name, Exists: in.Config != nil, Clients: len(in.Clients)}
+	if in.Config == nil {
+		return out
+	}
+	out.Rate, out.IntervalMS = in.cfg.Rate, in.cfg.Interval.Milliseconds()
+	sum := func(b *budget) {
+		for _, r := range b.Records {
+			if in.Now.UnixMilli()-r.ScoreMS < 1000 {
+				out.LastSecond += int64(r.Permits)
+			}
+		}
+	}
+	if b := activeBudget(in, clientID); b != nil {
+		out.Available, out.InWindow = b.AvailableNow, b.InWindow
+	} else if in.cfg.Mode == ratelimiter.Overall {
+		a := in.cfg.Rate // no state yet
+		out.Available = &a
+	} else {
+		// PER_CLIENT without this client's budget: the window totals of
+		// every client; available is per client, so unknown here.
+		for _, b := range in.Budgets {
+			if b.Active {
+				out.InWindow += b.InWindow
+			}
+		}
+	}
+	// Grants per second count every client's records in PER_CLIENT mode.
+	for i := range in.Budgets {
+		if in.Budgets[i].Active {
+			sum(&in.Budgets[i])
+		}
+	}
+	return out
+}
+
+func printWatch(w io.Writer, in *inspection, clientID string) {
+	l := watchLine(in, clientID)
+	if !l.Exists {
+		fmt.Fprintf(w, "%s  %s: not configured\n", l.Time.Format("15:04:05"), l.Name)
+		return
+	}
+	avail := "-"
+	if l.Available != nil {
+		avail = strconv.FormatInt(*l.Available, 10)
+	}
+	fmt.Fprintf(w, "%s  available %6s/%d  in window %6d  granted/s %6d  %s\n",
+		l.Time.Format("15:04:05"), avail, l.Rate, l.InWindow, l.LastSecond, meter(l.InWindow, l.Rate))
+}
+
+// meter draws the permits used in the window against the rate.
+func meter(used, rate int64) string {
+	const width = 30
+	filled := 0
+	if rate > 0 {
+		filled = int(min(used, rate) * width / rate)
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
+}
