@@ -134,9 +134,9 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 				}
 				err := c.emit(r, func(w io.Writer) {
 					if done {
-						fmt.Fprintf(w, "%s %s: %s\n", c.name, what, describe(cfg))
+						fmt.Fprintf(w, "%s %s: %s\n", shown(c.name), what, describe(cfg))
 					} else {
-						fmt.Fprintf(w, "%s %s\n", c.name, what)
+						fmt.Fprintf(w, "%s %s\n", shown(c.name), what)
 					}
 				})
 				if err == nil && !done {
@@ -165,7 +165,7 @@ func configCmd(fs *flag.FlagSet) action {
 		}
 		if !ok {
 			if err := c.emit(configJSON{Name: c.name}, func(w io.Writer) {
-				fmt.Fprintf(w, "%s: no such limiter\n", c.name)
+				fmt.Fprintf(w, "%s: no such limiter\n", shown(c.name))
 			}); err != nil {
 				return err
 			}
@@ -177,7 +177,7 @@ func configCmd(fs *flag.FlagSet) action {
 		}
 		return c.emit(cfgJSON(c.name, cfg), func(w io.Writer) {
 			tw := table(w)
-			fmt.Fprintf(tw, "name\t%s\n", c.name)
+			fmt.Fprintf(tw, "name\t%s\n", shown(c.name))
 			fmt.Fprintf(tw, "mode\t%s\n", cfg.Mode)
 			fmt.Fprintf(tw, "rate\t%d\n", cfg.Rate)
 			fmt.Fprintf(tw, "interval\t%v\n", cfg.Interval)
@@ -359,9 +359,9 @@ func expireCmd(fs *flag.FlagSet) action {
 func changedResult(c *cli, changed bool, yes, no string) error {
 	err := c.emit(map[string]any{"name": c.name, "changed": changed}, func(w io.Writer) {
 		if changed {
-			fmt.Fprintf(w, "%s: %s\n", c.name, yes)
+			fmt.Fprintf(w, "%s: %s\n", shown(c.name), yes)
 		} else {
-			fmt.Fprintf(w, "%s: %s\n", c.name, no)
+			fmt.Fprintf(w, "%s: %s\n", shown(c.name), no)
 		}
 	})
 	if err == nil && !changed {
@@ -421,7 +421,7 @@ func ttlCmd(fs *flag.FlagSet) action {
 			case ratelimiter.TTLPersistent:
 				fmt.Fprintln(w, "none")
 			case ratelimiter.TTLMissing:
-				fmt.Fprintf(w, "%s: no such limiter\n", c.name)
+				fmt.Fprintf(w, "%s: no such limiter\n", shown(c.name))
 			default:
 				fmt.Fprintln(w, d)
 			}
@@ -446,7 +446,7 @@ func needClientID(c *cli) error {
 		return err
 	}
 	if cfg.Mode == ratelimiter.PerClient {
-		return usagef("%s is a per-client limiter: give the --client-id whose budget to use (inspect lists them)", c.name)
+		return usagef("%q is a per-client limiter: give the --client-id whose budget to use (inspect lists them)", c.name)
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func (c *cli) finish(err error) int {
 	if errors.Is(err, errRefused) {
 		return 1
 	}
-	msg := strings.TrimPrefix(oneLine(redact(err.Error(), c.g.effectiveURL())), "ratelimiter: ")
+	msg := strings.TrimPrefix(printable(oneLine(redact(err.Error(), c.g.effectiveURL()))), "ratelimiter: ")
 	code := 2
 	var ue usageError
 	var ce connErr

@@ -4,10 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/goredisson/ratelimiter"
 )
 
 func init() {
@@ -39,11 +42,33 @@ func inspectCmd(fs *flag.FlagSet) action {
 		if in.cfgErr != nil {
 			return in.cfgErr
 		}
+		if err := corruption(in); err != nil {
+			return err
+		}
 		if !in.Exists && len(in.Clients) == 0 && !anyState(in) {
 			return errRefused
 		}
 		return nil
 	}}
+}
+
+// corruption returns ErrCorruptState, as the library would, when a
+// budget of the configured mode holds what the scripts refuse.
+func corruption(in *inspection) error {
+	for _, b := range in.Budgets {
+		if b.Active && b.Corrupt != "" {
+			return fmt.Errorf("%w: %s: %s", ratelimiter.ErrCorruptState, budgetName(b), b.Corrupt)
+		}
+	}
+	return nil
+}
+
+// budgetName is "overall" or "client ID".
+func budgetName(b budget) string {
+	if b.Scope == "client" {
+		return "client " + shown(b.ClientID)
+	}
+	return "overall"
 }
 
 func anyState(in *inspection) bool {
@@ -56,24 +81,24 @@ func anyState(in *inspection) bool {
 }
 
 func printInspection(w io.Writer, in *inspection) {
-	fmt.Fprintf(w, "limiter %s  (at %s)\n", in.Name, in.Now.Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "limiter %s  (at %s)\n", shown(in.Name), in.Now.Format(time.RFC3339Nano))
 	switch {
 	case in.Config != nil:
-		fmt.Fprintf(w, "config   %s: %s; ttl %s\n", in.ConfigKey, describe(in.cfg), ttlText(in.TTLMS))
+		fmt.Fprintf(w, "config   %s: %s; ttl %s\n", shown(in.ConfigKey), describe(in.cfg), ttlText(in.TTLMS))
 	case in.Exists:
-		fmt.Fprintf(w, "config   %s: unreadable %v: %v\n", in.ConfigKey, in.Fields, in.cfgErr)
+		fmt.Fprintf(w, "config   %s: unreadable %s: %s\n", shown(in.ConfigKey), fieldsText(in.Fields), printable(in.cfgErr.Error()))
 	default:
-		fmt.Fprintf(w, "config   %s: absent (not configured)\n", in.ConfigKey)
+		fmt.Fprintf(w, "config   %s: absent (not configured)\n", shown(in.ConfigKey))
 	}
 	fmt.Fprintln(w, "\nkeys")
 	tw := table(w)
 	fmt.Fprintln(tw, "  ROLE\tKEY\tTYPE\tTTL")
 	for _, k := range in.Keys {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", k.Role, k.Key, k.Type, ttlText(k.TTLMS))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", k.Role, shown(k.Key), k.Type, ttlText(k.TTLMS))
 	}
 	tw.Flush()
 	if len(in.Clients) > 0 {
-		fmt.Fprintf(w, "\nPER_CLIENT client ids found (SCAN): %s\n", strings.Join(in.Clients, ", "))
+		fmt.Fprintf(w, "\nPER_CLIENT client ids found (SCAN): %s\n", strings.Join(shownAll(in.Clients), ", "))
 	} else {
 		fmt.Fprintln(w, "\nPER_CLIENT client ids found (SCAN): none")
 	}
@@ -81,23 +106,26 @@ func printInspection(w io.Writer, in *inspection) {
 		if !b.Active && b.Value == nil && len(b.Records) == 0 && (b.Scope == "client" || in.Config != nil) {
 			continue // no state of a mode the limiter is not in
 		}
-		who := "overall"
-		if b.Scope == "client" {
-			who = "client " + b.ClientID
-		}
+		who := budgetName(b)
 		mark := ""
 		if b.Active {
 			mark = " (active mode)"
 		}
 		val := "absent"
-		if b.Value != nil {
+		switch {
+		case b.Value != nil:
 			val = strconv.FormatInt(*b.Value, 10)
+		case b.ValueRaw != "":
+			val = strconv.Quote(b.ValueRaw)
 		}
-		avail := "-"
-		if b.AvailableNow != nil {
-			avail = strconv.FormatInt(*b.AvailableNow, 10)
+		avail := " -"
+		switch {
+		case b.Corrupt != "":
+			avail = ": corrupt (" + printable(b.Corrupt) + ")"
+		case b.AvailableNow != nil:
+			avail = " " + strconv.FormatInt(*b.AvailableNow, 10)
 		}
-		fmt.Fprintf(w, "\n%s%s\n  value %s = %s; available now %s\n", who, mark, b.ValueKey, val, avail)
+		fmt.Fprintf(w, "\n%s%s\n  value %s = %s; available now%s\n", who, mark, shown(b.ValueKey), val, avail)
 		fmt.Fprintf(w, "  in window: %d permits in %d records; past the interval, not yet released: %d permits in %d records\n",
 			b.InWindow, b.RecordsWindow, b.ExpiredPermits, b.ExpiredRecords)
 		if len(b.Records) == 0 {
@@ -115,7 +143,7 @@ func printInspection(w io.Writer, in *inspection) {
 			}
 			format, random := r.Format, r.RandomHex
 			if r.RandomText != "" {
-				random += " (" + r.RandomText + ")"
+				random += " (" + shown(r.RandomText) + ")"
 			}
 			if r.Error != "" {
 				format, random = "?", r.RawHex
@@ -135,4 +163,27 @@ func ttlText(ms int64) string {
 		return "-"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// fieldsText shows a config hash's fields, sorted, each name and value
+// shown as names are.
+func fieldsText(h map[string]string) string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = shown(k) + "=" + strconv.Quote(h[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func shownAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = shown(s)
+	}
+	return out
 }

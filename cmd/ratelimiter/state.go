@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +34,9 @@ type record struct {
 	Expired bool   `json:"expired"`
 	Error   string `json:"error,omitempty"`
 	RawHex  string `json:"raw_hex,omitempty"`
+
+	score float64 // as Redis holds it
+	size  int     // bytes
 }
 
 // budget is one value key and its permits key: the OVERALL pair, or one
@@ -40,7 +45,8 @@ type budget struct {
 	Scope          string   `json:"scope"` // "overall" or "client"
 	ClientID       string   `json:"client_id,omitempty"`
 	ValueKey       string   `json:"value_key"`
-	Value          *int64   `json:"value"` // nil: key absent
+	Value          *int64   `json:"value"`               // nil: key absent or not an integer
+	ValueRaw       string   `json:"value_raw,omitempty"` // a value that is not an integer
 	ValueTTLMS     int64    `json:"value_ttl_ms"`
 	PermitsKey     string   `json:"permits_key"`
 	PermitsTTLMS   int64    `json:"permits_ttl_ms"`
@@ -51,9 +57,14 @@ type budget struct {
 	ExpiredPermits int64    `json:"expired_permits"`
 	ExpiredRecords int      `json:"expired_records"`
 	// AvailableNow is what an acquisition would find now, computed from
-	// the value and the records by the protocol's rules without changing
-	// anything; nil when the limiter is not configured.
+	// the value and the records by the scripts' rules (settle.go) without
+	// changing anything; nil when the limiter is not configured or the
+	// budget is corrupt.
 	AvailableNow *int64 `json:"available_now"`
+	// Corrupt says why the scripts would fail on this budget with
+	// "unexpected limiter state" (ErrCorruptState); empty when they would
+	// not.
+	Corrupt string `json:"corrupt,omitempty"`
 	// Active: this budget belongs to the configured mode.
 	Active bool `json:"active"`
 }
@@ -141,10 +152,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Li
 	}
 	roles := []keyInfo{{Role: "config", Key: k.Config}}
 	for _, b := range pairs {
-		who := b.Scope
-		if b.ClientID != "" {
-			who = "client " + b.ClientID
-		}
+		who := budgetName(b)
 		roles = append(roles, keyInfo{Role: "value (" + who + ")", Key: b.ValueKey}, keyInfo{Role: "permits (" + who + ")", Key: b.PermitsKey})
 	}
 	kc := make([]keyCmds, len(roles))
@@ -174,67 +182,80 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Li
 	in.TTLMS = ttlOf[k.Config]
 	in.Keys = roles
 
-	intervalMS := in.cfg.Interval.Milliseconds()
 	for i := range pairs {
 		b := &pairs[i]
 		b.ValueTTLMS, b.PermitsTTLMS = ttlOf[b.ValueKey], ttlOf[b.PermitsKey]
-		if s, err := bc[i].val.Result(); err == nil {
-			if v, err := strconv.ParseInt(s, 10, 64); err == nil {
-				b.Value = &v
-			}
-		}
-		zs, _ := bc[i].recs.Result()
-		for _, z := range zs {
-			m, _ := z.Member.(string)
-			score := int64(z.Score)
-			rec := record{Time: time.UnixMilli(score), ScoreMS: score, AgeMS: now.UnixMilli() - score}
-			dm, err := ratelimiter.DecodeMember([]byte(m))
-			if err != nil {
-				rec.Error, rec.RawHex = err.Error(), hex.EncodeToString([]byte(m))
-				// The scripts still count the last four bytes.
-				if len(m) >= 4 {
-					b4 := []byte(m[len(m)-4:])
-					rec.Permits = uint32(b4[0]) | uint32(b4[1])<<8 | uint32(b4[2])<<16 | uint32(b4[3])<<24
-				}
-			} else {
-				rec.Permits, rec.Format = dm.Permits, dm.Format.String()
-				rec.RandomHex = hex.EncodeToString(dm.Random)
-				if dm.Format == ratelimiter.FormatLc0I {
-					rec.RandomText = string(dm.Random)
-				}
-			}
-			rec.Expired = in.Config != nil && score <= now.UnixMilli()-intervalMS
-			if rec.Expired {
-				b.ExpiredPermits += int64(rec.Permits)
-				b.ExpiredRecords++
-			} else {
-				b.InWindow += int64(rec.Permits)
-				b.RecordsWindow++
-			}
-			b.Records = append(b.Records, rec)
-		}
-		b.RecordsTotal = len(b.Records)
-		if in.Config != nil {
-			a := availableNow(in.cfg.Rate, b.Value, b.InWindow, b.ExpiredPermits)
-			b.AvailableNow = &a
-		}
+		fillBudget(in, b, bc[i].val, bc[i].recs)
 	}
 	in.Budgets = pairs
 	return in, nil
 }
 
-// availableNow is what an acquisition would find (PROTOCOL.md tryAcquire
-// step 3-4), computed without writing.
-func availableNow(rate int64, value *int64, inWindow, released int64) int64 {
-	if value == nil {
-		return rate
-	}
-	v := *value
-	if released > 0 {
-		if v+released > rate {
-			return rate - inWindow
+// fillBudget reads a budget's value and records from their replies and,
+// on a configured limiter, works out what an acquisition would find or
+// why the scripts would call the state corrupt.
+func fillBudget(in *inspection, b *budget, val *redis.StringCmd, recs *redis.ZSliceCmd) {
+	if s, err := val.Result(); err == nil {
+		if v, ok := valueOf(s); ok {
+			b.Value = &v
+		} else {
+			b.ValueRaw = s
+			b.Corrupt = fmt.Sprintf("value %s is not a decimal integer in [-(2^53-1), 2^53-1]", strconv.Quote(s))
 		}
-		return v + released
+	} else if isWrongType(err) {
+		b.Corrupt = "the value key is not a string"
 	}
-	return v
+	zs, err := recs.Result()
+	if isWrongType(err) && b.Corrupt == "" {
+		b.Corrupt = "the permits key is not a sorted set"
+	}
+	cutoff := in.Now.UnixMilli() - in.cfg.Interval.Milliseconds()
+	for _, z := range zs {
+		rec := decodeRecord(z, in.Now)
+		rec.Expired = in.Config != nil && z.Score <= float64(cutoff)
+		if rec.Expired {
+			b.ExpiredPermits += int64(rec.Permits)
+			b.ExpiredRecords++
+		} else {
+			b.InWindow += int64(rec.Permits)
+			b.RecordsWindow++
+		}
+		b.Records = append(b.Records, rec)
+	}
+	b.RecordsTotal = len(b.Records)
+	if in.Config == nil || b.Corrupt != "" {
+		return
+	}
+	a, err := settled(in.cfg.Rate, b.Value, b.Records, cutoff)
+	if err != nil {
+		b.Corrupt = err.Error()
+		return
+	}
+	b.AvailableNow = &a
+}
+
+// decodeRecord decodes one permit record; one that fits no known format
+// keeps its raw bytes and the count the scripts read from its last four.
+func decodeRecord(z redis.Z, now time.Time) record {
+	m, _ := z.Member.(string)
+	score := int64(z.Score)
+	rec := record{Time: time.UnixMilli(score), ScoreMS: score, AgeMS: now.UnixMilli() - score, score: z.Score, size: len(m)}
+	dm, err := ratelimiter.DecodeMember([]byte(m))
+	if err != nil {
+		rec.Error, rec.RawHex = err.Error(), hex.EncodeToString([]byte(m))
+		if len(m) >= 4 {
+			rec.Permits = binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))
+		}
+		return rec
+	}
+	rec.Permits, rec.Format = dm.Permits, dm.Format.String()
+	rec.RandomHex = hex.EncodeToString(dm.Random)
+	if dm.Format == ratelimiter.FormatLc0I {
+		rec.RandomText = string(dm.Random)
+	}
+	return rec
+}
+
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
 }

@@ -121,7 +121,7 @@ func watchLine(in *inspection, clientID string) watchJSON {
 func printWatch(w io.Writer, in *inspection, clientID string) {
 	l := watchLine(in, clientID)
 	if !l.Exists {
-		fmt.Fprintf(w, "%s  %s: not configured\n", l.Time.Format("15:04:05"), l.Name)
+		fmt.Fprintf(w, "%s  %s: not configured\n", l.Time.Format("15:04:05"), shown(l.Name))
 		return
 	}
 	avail := "-"

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// What an acquisition would find, worked out without writing. This
+// mirrors settle() in lua/lib.lua, which lua/acquire.lua mirrors too; keep
+// the three in step (TestInspectCorruptLikeAcquire compares inspect with
+// the library on sound and corrupt states).
+
+// The bounds of lua/lib.lua and lua/acquire.lua: expired records released
+// per call, records read to recount a window, records read for a wait
+// hint, and the largest exact integer.
+const (
+	expireChunk = 1000
+	recountMax  = 10000
+	hintWalk    = 16
+	maxExact    = 1<<53 - 1
+)
+
+// valueOf parses a value key as the scripts do: a decimal integer (an
+// optional '-', then digits) of at most 2^53-1 in magnitude.
+func valueOf(s string) (int64, bool) {
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil && v >= -maxExact && v <= maxExact
+}
+
+// settled returns the permits an acquisition would find in a budget whose
+// value is value (nil: absent) and whose records, in score order, are
+// recs; cutoff is now minus the interval, in ms. It fails, as the scripts
+// do, on a record shorter than four bytes among those they read, counting
+// the oldest records of the window that an acquisition reads for its wait
+// hint (Allow and the waiting calls always do).
+func settled(rate int64, value *int64, recs []record, cutoff int64) (int64, error) {
+	var old, live []record
+	for _, r := range recs {
+		if r.score <= float64(cutoff) {
+			old = append(old, r)
+		} else {
+			live = append(live, r)
+		}
+	}
+	old = old[:min(len(old), expireChunk)]
+	released, err := permitSum(old)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := permitSum(recs[len(old):min(len(recs), len(old)+hintWalk)]); err != nil {
+		return 0, err
+	}
+	v := rate
+	if value != nil {
+		v = *value
+	}
+	switch {
+	case value == nil || v+released > rate:
+		// Recount from the window.
+		live = live[:min(len(live), recountMax+1)]
+		used, err := permitSum(live)
+		if err != nil {
+			return 0, err
+		}
+		v = rate - used
+		if len(live) > recountMax {
+			v = 0
+		}
+	case len(old) > 0:
+		v += released
+	}
+	if v < rate && len(old) == len(recs) {
+		// Nothing is outstanding: the window starts afresh.
+		v = rate
+	}
+	return v, nil
+}
+
+// permitSum adds the permits of recs, failing on a record too short to
+// hold a count.
+func permitSum(recs []record) (int64, error) {
+	var total int64
+	for _, r := range recs {
+		if r.size < 4 {
+			return 0, fmt.Errorf("a permit record of %d bytes (at %d) is shorter than 4", r.size, r.ScoreMS)
+		}
+		total += int64(r.Permits)
+	}
+	return total, nil
+}
