@@ -58,8 +58,8 @@ if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') t
 end
 local rate, interval, keep = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
 local value = tonumber(stored or c[1])
-if rate < 1 or interval < 1 or rate > MAX or interval > MAX or keep > MAX or value > MAX or value < -MAX then
-  return redis.error_reply('RLSTATE rate or interval below 1, or a field beyond 2^53-1')
+if not (rate and interval and keep and value) or rate < 1 or interval < 1 or rate > MAX or interval > MAX or keep > MAX or value > MAX or value < -MAX then
+  return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
 end
 local single = ARGV[3] == '0'
 if single and tonumber(ARGV[4]) > rate then
