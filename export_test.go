@@ -30,3 +30,6 @@ func Lanes(c *Client) int {
 	defer c.lanes.mu.Unlock()
 	return len(c.lanes.m)
 }
+
+// HintDuration is hintDuration.
+var HintDuration = hintDuration
