@@ -39,6 +39,9 @@ func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchRepl
 	}
 	for i := 0; i < memberRetries; i++ {
 		args[0], args[1] = r.nowMillis(), newPrefix(r.c.format)
+		if form == formSingle {
+			args[1] = newMember(r.c.format, uint32(ns[0]))
+		}
 		start := time.Now()
 		reply, err := r.evalAcquire(ctx, args...)
 		b := batchReply{roundTrip: time.Since(start)}

@@ -32,6 +32,27 @@ func TestCorruptState(t *testing.T) {
 		"short record": func(rdb *redis.Client, k ratelimiter.Keys) {
 			rdb.ZAdd(ctx, k.Permits, redis.Z{Score: 1, Member: "ab"})
 		},
+		// Fields another client may write that Lua's doubles cannot count
+		// exactly, or that tonumber reads but Java and Config() do not.
+		"rate hex":            func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "0x10") },
+		"rate exponent":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "1e3") },
+		"rate Long.MAX_VALUE": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "9223372036854775807") },
+		"rate 2^53":           func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "9007199254740992") },
+		"rate zero":           func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "0") },
+		"rate negative":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "-5") },
+		"rate empty":          func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "") },
+		"interval zero":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "0") },
+		"interval negative":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "-1000") },
+		"interval 2^63": func(rdb *redis.Client, k ratelimiter.Keys) {
+			rdb.HSet(ctx, k.Config, "interval", "9223372036854775807")
+		},
+		"keepAlive 1e17": func(rdb *redis.Client, k ratelimiter.Keys) {
+			rdb.HSet(ctx, k.Config, "keepAliveTime", "100000000000000000")
+		},
+		"keepAlive negative": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "-1") },
+		"value exponent":     func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "1e3", 0) },
+		"value beyond 2^53":  func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "90071992547409930", 0) },
+		"value with space":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, " 5", 0) },
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -54,10 +75,13 @@ func TestCorruptState(t *testing.T) {
 				require.Equal(t, before, snapshot(t, rdb, l), what)
 			}
 			records := name == "short record" || name == "permits a string"
+			// A keepState rewrite writes a new config over a bad field and
+			// recounts the value from the records.
+			rewrites := name != "config not a hash" && name != "permits a string"
 			refused("available", false, func() error { _, err := l.AvailablePermits(ctx); return err })
 			refused("acquire", false, func() error { _, err := l.TryAcquire(ctx, 1); return err })
 			refused("release", records, func() error { return l.Release(ctx, 1) })
-			refused("keep state", name != "config not a hash" && name != "permits a string", func() error {
+			refused("keep state", rewrites, func() error {
 				return l.SetRate(ctx, ratelimiter.Config{Rate: 5, Interval: time.Second}, ratelimiter.KeepState())
 			})
 		})

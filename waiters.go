@@ -145,6 +145,8 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	defer c.lanes.mu.Unlock()
 	l.flying -= sent
 	if len(refused) == 0 {
+		// Nobody ahead was refused: those who joined meanwhile go next.
+		l.due = len(l.waiting) > 0
 		return
 	}
 	now := time.Now()
@@ -162,8 +164,8 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 		keep = append(keep, q)
 	}
 	l.waiting = append(keep, l.waiting...)
-	l.due = false
-	if len(l.waiting) > 0 {
+	l.due = len(keep) == 0 && len(l.waiting) > 0
+	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
 		c.arm(l, head)
 	}

@@ -1,9 +1,10 @@
 -- tryAcquire for one request or a batch of them, decided in order at one
 -- clock reading, as if they had come one after another.
 --
--- ARGV: now (ms); the record prefix (a permit record of the client's member
--- format without its last four bytes, which this script appends: the sum of
--- the permits granted); the reply form; then the permits of each request.
+-- ARGV: now (ms); the permit record in the client's member format (for
+-- reply form '0', the whole record; otherwise the record without its last
+-- four bytes, which this script appends: the sum of the permits granted);
+-- the reply form; then the permits of each request.
 -- One record holds everything the call grants: Redisson sums the permits
 -- of records, so its budget is the same as with one record per request
 -- (docs/protocol.md, "Combined records").
@@ -35,27 +36,30 @@ local MAX = 9007199254740991
 -- Bounds on the work of one call (README, "Bounded work"): expired records
 -- released per call, records read to recount a window, records read for a
 -- wait hint.
-local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = 1000, 10000, 16
+local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 
--- mirrors lib.lua: limiter()
+-- mirrors lib.lua: limiter() and the first half of settle()
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
 if not (c[1] and c[2] and c[3]) then
   return redis.error_reply('RLNOTINIT RateLimiter is not initialized')
-end
-local keep = c[4] or '0'
-if not (string.find(c[1], '^%d+$') and string.find(c[2], '^%d+$') and string.find(keep, '^%d+$')) then
-  return redis.error_reply('RLSTATE config fields are not decimal integers')
-end
-local rate, interval = tonumber(c[1]), tonumber(c[2])
-keep = tonumber(keep)
-if rate < 1 or interval < 1 or rate > MAX or interval > MAX or keep > MAX then
-  return redis.error_reply('RLSTATE rate or interval below 1, or a field above 2^53-1')
 end
 local valueKey, permitsKey = KEYS[2], KEYS[4]
 if c[3] == '1' then
   valueKey, permitsKey = KEYS[3], KEYS[5]
 elseif c[3] ~= '0' then
   return redis.error_reply('RLSTATE unknown type ' .. c[3])
+end
+local stored = redis.call('GET', valueKey)
+-- One match for every field (cheaper than one each): decimal integers
+-- only, as Config() reads them (tonumber alone would take 0x10 or 1e3).
+-- Only the value, first, may have a sign; a negative rate fails below.
+if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') then
+  return redis.error_reply('RLSTATE config or value fields are not decimal integers')
+end
+local rate, interval, keep = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
+local value = tonumber(stored or c[1])
+if not (rate and interval and keep and value) or rate < 1 or interval < 1 or rate > MAX or interval > MAX or keep > MAX or value > MAX or value < -MAX then
+  return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
 end
 local single = ARGV[3] == '0'
 if single and tonumber(ARGV[4]) > rate then
@@ -64,38 +68,17 @@ end
 local now = tonumber(ARGV[1])
 local cutoff = now - interval
 
--- Sums the permit counts (the last four bytes, little-endian, in every
--- Redisson member format) of a flat list of members, or of members and
--- scores when step is 2; nil for a record too short to hold one.
-local function sum(list, step)
-  local total = 0
-  for i = 1, #list, step do
-    local m = list[i]
-    if #m < 4 then
-      return nil
-    end
-    local a, b, c, d = string.byte(m, -4, -1)
-    total = total + a + b * 256 + c * 65536 + d * 16777216
+-- mirrors lib.lua: the second half of settle()
+local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
+local released = 0
+for i = 1, #old do
+  if #old[i] < 4 then
+    return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
   end
-  return total
-end
-
--- mirrors lib.lua: settle()
-local stored = redis.call('GET', valueKey)
-local value = rate
-if stored then
-  if not string.find(stored, '^-?%d+$') then
-    return redis.error_reply('RLSTATE value is not a decimal integer')
-  end
-  value = tonumber(stored)
-  if value > MAX or value < -MAX then
-    return redis.error_reply('RLSTATE value beyond 2^53-1')
-  end
-end
-local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', 0, EXPIRE_CHUNK)
-local released = sum(old, 1)
-if not released then
-  return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+  -- The permit count: the last four bytes, little-endian, in every
+  -- Redisson member format.
+  local a, b, c, d = string.byte(old[i], -4, -1)
+  released = released + a + b * 256 + c * 65536 + d * 16777216
 end
 local changed = not stored
 if not stored or value + released > rate then
@@ -103,9 +86,13 @@ if not stored or value + released > rate then
   -- permits came back that the records still hold (a Redisson release or
   -- availablePermits): count the window's records instead.
   local live = redis.call('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
-  local used = sum(live, 1)
-  if not used then
-    return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+  local used = 0
+  for i = 1, #live do
+    if #live[i] < 4 then
+      return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+    end
+    local a, b, c, d = string.byte(live[i], -4, -1)
+    used = used + a + b * 256 + c * 65536 + d * 16777216
   end
   if #live > RECOUNT_MAX then
     -- Too many to count in one call: grant nothing until records expire.
@@ -119,73 +106,87 @@ elseif #old > 0 then
   changed = true
 end
 
--- The oldest records in the window, as {member, score, ...}: read once, and
--- only when a refusal needs a hint or the reply needs the reset time, before
--- any request is decided.
-local window
-local function readWindow()
-  window = redis.call('ZRANGE', permitsKey, #old, #old + HINT_WALK - 1, 'WITHSCORES')
-  if not sum(window, 2) then
-    return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
-  end
-  if #window == 0 and value < rate then
-    -- Nothing is outstanding, yet the value says permits are gone (the set
-    -- expired or was deleted apart from the value). Nothing would ever
-    -- give them back: start the window afresh.
-    value = rate
-    changed = true
-  end
-end
-
--- The ms until enough records expire to free need permits, at least 2
--- and at most the interval plus Redisson's 3 ms; records stamped in the
--- future of this clock are waited for one interval at a time. Permits that
--- this call grants are freed last, one interval from now.
-local function hint(need)
-  local freed, at = 0, now
-  for i = 1, #window, 2 do
-    local a, b, c, d = string.byte(window[i], -4, -1)
-    freed = freed + a + b * 256 + c * 65536 + d * 16777216
-    at = tonumber(window[i + 1])
-    if freed >= need then
-      break
-    end
-  end
-  if freed < need and #window < 2 * HINT_WALK then
-    at = now
-  end
-  return math.max(2, math.min(interval + 3, 3 + interval - (now - at)))
-end
-
-if not single then
-  local err = readWindow()
-  if err then
-    return err
-  end
-end
+-- Decide each request in order. On the first refusal (or at once for a
+-- table reply, which carries the reset time) the window's oldest record is
+-- read (first: {member, score}, {} when the window is empty); a hint reads
+-- further records one at a time, at most HINT_WALK (window[k] is the k-th
+-- oldest). No Lua function or table is made on the hot path: each one
+-- shows in Redis's work per call.
 local strict, stop = ARGV[3] == '2', false
-local total, out = 0, {}
+local total, out, first, window = 0, nil, nil, nil
+local granted, h = false, 0
+if not single then
+  out = {}
+end
 for i = 4, #ARGV do
   local n = tonumber(ARGV[i])
-  if value < n and not window then
-    local err = readWindow()
-    if err then
-      return err
+  if not first and (value < n or not single) then
+    local from = #old
+    if from == 0 then
+      from = '0' -- Redis formats a Lua number argument with %.17g: a string is cheaper
+    end
+    first = redis.call('ZRANGE', permitsKey, from, from, 'WITHSCORES')
+    if first[1] and #first[1] < 4 then
+      return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+    end
+    if not first[1] and value < rate and total == 0 then
+      -- Nothing is outstanding, yet the value says permits are gone (the
+      -- set expired or was deleted apart from the value). Nothing would
+      -- ever give them back: start the window afresh.
+      value, changed = rate, true
     end
   end
-  if n > rate then
-    out[#out + 1], out[#out + 2], out[#out + 3] = 0, value, 0
-  elseif value >= n and not stop then
-    value, total = value - n, total + n
-    out[#out + 1], out[#out + 2], out[#out + 3] = 1, value, 0
-  else
-    out[#out + 1], out[#out + 2], out[#out + 3] = 0, value, hint(math.max(1, n - value))
+  granted, h = false, 0
+  if n <= rate and value >= n and not stop then
+    value, total, granted = value - n, total + n, true
+  elseif n <= rate then
+    -- The ms until enough records expire to free the permits missing, at
+    -- least 2 and at most the interval plus Redisson's 3 ms: a record
+    -- stamped in the future of this clock is waited for one interval at a
+    -- time. Permits this call grants are freed last, an interval from now.
+    local need, freed, at = n - value, 0, now
+    for k = 1, HINT_WALK do
+      local r = first
+      if k > 1 then
+        window = window or {}
+        r = window[k]
+        if not r then
+          r = redis.call('ZRANGE', permitsKey, #old + k - 1, #old + k - 1, 'WITHSCORES')
+          if r[1] and #r[1] < 4 then
+            return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+          end
+          window[k] = r
+        end
+      end
+      if not r[1] then
+        at = now
+        break
+      end
+      local a, b, c, d = string.byte(r[1], -4, -1)
+      freed, at = freed + a + b * 256 + c * 65536 + d * 16777216, tonumber(r[2])
+      if freed >= need then
+        break
+      end
+    end
+    h = 3 + interval - (now - at)
+    if h > interval + 3 then
+      h = interval + 3
+    elseif h < 2 then
+      h = 2
+    end
     stop = strict
+  end
+  if not single then
+    out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or 0, value, h
   end
 end
 
 -- The first write: a collision leaves everything as it was.
-if total > 0 and redis.call('ZADD', permitsKey, 'NX', now, ARGV[2] .. struct.pack('<I', total)) == 0 then
+local member = ARGV[2]
+if not single then
+  member = member .. struct.pack('<I', total)
+end
+if total > 0 and redis.call('ZADD', permitsKey, 'NX', ARGV[1], member) == 0 then
   return -1
 end
 if #old > 0 then
@@ -194,7 +195,7 @@ end
 if changed then
   redis.call('SET', valueKey, value)
 elseif total > 0 then
-  redis.call('DECRBY', valueKey, total)
+  redis.call('DECRBY', valueKey, single and ARGV[4] or total)
 end
 
 -- mirrors lib.lua: refresh()
@@ -211,14 +212,14 @@ else
 end
 
 if single then
-  if out[1] == 1 then
+  if granted then
     return value
   end
-  return -out[3]
+  return -h
 end
 local reset = 0
-if #window > 0 then
-  reset = math.max(0, math.min(interval, interval - (now - tonumber(window[2]))))
+if first[1] then
+  reset = math.max(0, math.min(interval, interval - (now - tonumber(first[2]))))
 elseif total > 0 then
   reset = interval
 end

@@ -1,6 +1,6 @@
 -- availablePermits. ARGV: now (ms). Returns the permits available now,
--- after releasing expired records (settle in lib.lua), and stores the value
--- when it changed.
+-- never below 0, after releasing expired records (settle in lib.lua), and
+-- stores the value when it changed.
 local now = tonumber(ARGV[1])
 local rate, interval, keep, valueKey, permitsKey = limiter()
 local value, changed = settle(valueKey, permitsKey, now, interval, rate)
@@ -13,4 +13,4 @@ if changed then
     redis.call('PEXPIRE', valueKey, ttl)
   end
 end
-return value
+return math.max(0, value)

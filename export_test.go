@@ -1,0 +1,35 @@
+package ratelimiter
+
+// Test-only views of the combining state (lane.go), for tests that must
+// know a request is queued before they go on.
+
+// Pending returns the acquisitions of l waiting for the next script call.
+func Pending(l *Limiter) int {
+	l.c.lanes.mu.Lock()
+	defer l.c.lanes.mu.Unlock()
+	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+		return len(ln.pending)
+	}
+	return 0
+}
+
+// Waiters returns the blocked callers queued on l, those in a script call
+// included.
+func Waiters(l *Limiter) int {
+	l.c.lanes.mu.Lock()
+	defer l.c.lanes.mu.Unlock()
+	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+		return len(ln.waiting) + ln.flying
+	}
+	return 0
+}
+
+// Lanes returns how many limiters c keeps combining state for.
+func Lanes(c *Client) int {
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	return len(c.lanes.m)
+}
+
+// HintDuration is hintDuration.
+var HintDuration = hintDuration
