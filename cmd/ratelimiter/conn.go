@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -25,6 +26,8 @@ type globals struct {
 	format   string
 	output   string
 	timeout  time.Duration
+	ca       string         // --ca: PEM file of the CAs to trust for TLS
+	roots    *x509.CertPool // its certificates, loaded by check
 }
 
 // register defines the global flags on fs. Defaults never show REDIS_URL:
@@ -39,6 +42,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.output, "o", "table", "output: table or json")
 	fs.StringVar(&g.output, "output", "table", "same as -o")
 	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
+	fs.StringVar(&g.ca, "ca", "", "PEM file of the CA certificates to trust for rediss:// (a private CA), instead of the system's")
 }
 
 // check validates the global flags without connecting.
@@ -63,6 +67,22 @@ func (g *globals) check() error {
 	}
 	if g.cluster != "" && len(splitList(g.cluster)) == 0 {
 		return usagef("--cluster wants at least one host:port")
+	}
+	return g.loadCA()
+}
+
+// loadCA reads the --ca file into g.roots.
+func (g *globals) loadCA() error {
+	if g.ca == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(g.ca)
+	if err != nil {
+		return usagef("--ca: %v", err)
+	}
+	g.roots = x509.NewCertPool()
+	if !g.roots.AppendCertsFromPEM(pem) {
+		return usagef("--ca %s holds no PEM certificate", g.ca)
 	}
 	return nil
 }
@@ -115,6 +135,12 @@ func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
 		base = o
 	} else {
 		base = &redis.Options{}
+	}
+	if g.roots != nil {
+		if base.TLSConfig == nil {
+			return nil, usagef("--ca is for TLS: use a rediss:// URL")
+		}
+		base.TLSConfig.RootCAs = g.roots
 	}
 	var rdb redis.UniversalClient
 	switch {

@@ -135,3 +135,42 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server.key", "EC PRIVATE KEY", keyDER)
 }
+
+// --ca trusts a private CA's PEM file for rediss://, in place of the
+// system's roots; a CA that did not sign the server's certificate is
+// refused, and --ca is refused with a file that holds no certificate or
+// with a plain redis:// URL.
+func TestTLSPrivateCA(t *testing.T) {
+	if os.Getenv("REDIS_ADDR") != "" {
+		t.Skip("REDIS_ADDR is set: this test needs a redis-server of its own with TLS")
+	}
+	dir := t.TempDir()
+	ca, cert, key := writeCerts(t, dir)
+	otherCA, _, _ := writeCerts(t, t.TempDir())
+	tlsPort := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, err := redistest.Start(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
+		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
+	require.NoError(t, err)
+	defer srv.Close()
+	name := uniqueName(t)
+	env := []string{"SSL_CERT_FILE=/dev/null", fmt.Sprintf("REDIS_URL=rediss://127.0.0.1:%d/0", tlsPort)}
+
+	ok(t, cliEnv(t, env, "set-rate", name, "--rate", "3", "--interval", "1s", "--ca", ca))
+	r := ok(t, cliEnv(t, env, "--ca", ca, "config", name, "-o", "json"))
+	assert.Contains(t, r.stdout, `"rate":3`)
+
+	r = failsWith(t, 2, cliEnv(t, env, "config", name, "--ca", otherCA))
+	assert.Contains(t, r.stderr, "certificate")
+	notPEM := filepath.Join(dir, "not.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600))
+	for _, args := range [][]string{
+		{"config", name, "--ca", notPEM},
+		{"config", name, "--ca", filepath.Join(dir, "missing.pem")},
+		{"config", name, "--ca", ca, "--url", "redis://" + srv.Addr() + "/0"},
+	} {
+		r = failsWith(t, 2, cliEnv(t, env, args...))
+		assert.Contains(t, r.stderr, "--ca", "%v", args)
+	}
+}
