@@ -157,3 +157,32 @@ func BenchmarkTryAcquire(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkContextCost: what an acquisition costs in this process when its
+// context can end (a goroutine runs the script call, so that the caller can
+// leave at its deadline while Redis stalls) against one that cannot (the
+// call runs on the caller's goroutine), alternating in one run:
+//
+//	go test -run '^$' -bench ContextCost -benchmem .
+func BenchmarkContextCost(b *testing.B) {
+	ctx := context.Background()
+	rdb := newRedis(b)
+	l := ratelimiter.NewClient(rdb).Limiter(uniqueName(b))
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 1 << 50, Interval: time.Hour})
+	require.NoError(b, err)
+	dctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"background", ctx}, {"deadline", dctx}, {"background", ctx}, {"deadline", dctx}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := l.TryAcquire(bc.ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

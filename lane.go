@@ -123,12 +123,12 @@ func (c *Client) submit(q *request) answer {
 	return c.await(l, q)
 }
 
-// start runs the lane's script calls from batch on. A caller whose context
-// can never be done runs the first call itself (no goroutine); otherwise
-// a goroutine runs it, so that every caller can leave at its deadline even
-// while Redis stalls.
+// start runs the lane's script calls from batch on. A request that found
+// its lane idle runs the first call on its own goroutine, as an
+// uncombined call would (call still lets it leave when its context ends
+// while Redis stalls); the calls after that run on a new goroutine.
 func (c *Client) start(l *lane, batch []*request, strict bool) {
-	if len(batch) == 1 && batch[0].ctx.Done() == nil && !strict {
+	if len(batch) == 1 && !strict {
 		c.run(l, batch, strict, true)
 		return
 	}
@@ -174,7 +174,11 @@ func remove(list []*request, q *request) []*request {
 // the rest to a new goroutine.
 func (c *Client) run(l *lane, batch []*request, strict, inline bool) {
 	for {
-		c.serve(l, batch, strict)
+		var leave context.Context
+		if inline {
+			leave = batch[0].ctx
+		}
+		c.serve(l, batch, strict, leave)
 		c.lanes.mu.Lock()
 		batch, strict = c.next(l)
 		if batch == nil {
@@ -231,8 +235,10 @@ func (c *Client) take(list []*request) (batch, rest []*request) {
 
 // serve makes one script call for batch and answers each request. A
 // strict batch is of waiters: no grant follows a refusal, and the refused
-// go back to the head of the waiters (waiters.go).
-func (c *Client) serve(l *lane, batch []*request, strict bool) {
+// go back to the head of the waiters (waiters.go). leave, when not nil,
+// is the context of the caller that runs the call on its own goroutine:
+// when it ends, so does the call.
+func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Context) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	ns := make([]int64, len(batch))
@@ -246,7 +252,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool) {
 	case len(batch) == 1 && !batch[0].detail:
 		form = formSingle
 	}
-	b := c.call(ctx, batch[0].r, form, ns)
+	b := c.call(ctx, leave, batch[0].r, form, ns)
 	var refused []*request
 	var hints []time.Duration
 	var giveBack int64
@@ -271,21 +277,30 @@ func (c *Client) serve(l *lane, batch []*request, strict bool) {
 	}
 }
 
-// call makes the script call for a batch and returns by ctx's deadline
-// even while go-redis still waits on a stalled server (as bounded does),
-// so that one stalled call does not hold up the lane: the next batch goes
-// on a fresh call. What the abandoned call grants, when it ends, is given
-// back: its callers have been answered with ctx's error.
-func (c *Client) call(ctx context.Context, r *Limiter, form string, ns []int64) batchReply {
-	if ctx.Done() == nil {
+// call makes the script call for a batch and returns by ctx's deadline,
+// or when leave (if not nil) is done, even while go-redis still waits on a stalled
+// server (as bounded does), so that one stalled call does not hold up the
+// lane: the next batch goes on a fresh call. What the abandoned call
+// grants, when it ends, is given back: its callers have been answered with
+// their context's error.
+func (c *Client) call(ctx, leave context.Context, r *Limiter, form string, ns []int64) batchReply {
+	var left <-chan struct{}
+	if leave != nil {
+		left = leave.Done()
+	}
+	if ctx.Done() == nil && left == nil {
 		return r.decide(ctx, form, ns)
 	}
 	done := make(chan batchReply, 1)
 	go func() { done <- r.decide(ctx, form, ns) }()
+	var err error
 	select {
 	case b := <-done:
 		return b
 	case <-ctx.Done():
+		err = ctx.Err()
+	case <-left:
+		err = leave.Err()
 	}
 	go func() {
 		b := <-done
@@ -299,7 +314,7 @@ func (c *Client) call(ctx context.Context, r *Limiter, form string, ns []int64) 
 			c.giveBack(r, granted)
 		}
 	}()
-	return batchReply{err: ctx.Err()}
+	return batchReply{err: err}
 }
 
 // giveBackTimeout bounds the release of permits granted to callers that
