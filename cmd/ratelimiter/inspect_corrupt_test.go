@@ -26,7 +26,11 @@ func TestInspectCorruptLikeAcquire(t *testing.T) {
 		{"value a fraction", func(value, _ string) { rdb.Set(ctx, value, "2.5", 0) }},
 		{"value a hash", func(value, _ string) { rdb.Del(ctx, value); rdb.HSet(ctx, value, "a", "1") }},
 		{"permits a string", func(_, permits string) { rdb.Del(ctx, permits); rdb.Set(ctx, permits, "x", 0) }},
-		{"record of 3 bytes", func(_, permits string) {
+		{"oldest record in the window of 3 bytes", func(_, permits string) {
+			rdb.ZAdd(ctx, permits, redis.Z{Score: float64(time.Now().Add(-30 * time.Second).UnixMilli()), Member: "abc"})
+		}},
+		{"record of 3 bytes, value lost", func(value, permits string) {
+			rdb.Del(ctx, value)
 			rdb.ZAdd(ctx, permits, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "abc"})
 		}},
 		{"expired record of 3 bytes", func(_, permits string) {
@@ -53,7 +57,8 @@ func TestInspectCorruptLikeAcquire(t *testing.T) {
 		})
 	}
 
-	// Sound states: inspect predicts what available then reports.
+	// Sound states: inspect predicts what available (AvailablePermits)
+	// then reports.
 	for _, tc := range []struct {
 		name  string
 		setup func(name string)
@@ -61,6 +66,10 @@ func TestInspectCorruptLikeAcquire(t *testing.T) {
 		{"value lost, records remain", func(name string) { rdb.Del(ctx, "{"+name+"}:value") }},
 		{"value over the rate", func(name string) { rdb.Set(ctx, "{"+name+"}:value", "50", 0) }},
 		{"records lost", func(name string) { rdb.Del(ctx, "{"+name+"}:permits") }},
+		{"records lost, nothing left", func(name string) {
+			rdb.Del(ctx, "{"+name+"}:permits")
+			rdb.Set(ctx, "{"+name+"}:value", "0", 0)
+		}},
 		{"negative value", func(name string) { rdb.Set(ctx, "{"+name+"}:value", "-3", 0) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

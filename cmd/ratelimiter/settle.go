@@ -5,18 +5,17 @@ import (
 	"strconv"
 )
 
-// What an acquisition would find, worked out without writing. This
-// mirrors settle() in lua/lib.lua, which lua/acquire.lua mirrors too; keep
-// the three in step (TestInspectCorruptLikeAcquire compares inspect with
-// the library on sound and corrupt states).
+// The permits available now, worked out without writing. This mirrors
+// settle() in lua/lib.lua and lua/available.lua (what AvailablePermits
+// returns), and the records lua/acquire.lua reads before it decides; keep
+// them in step (TestInspectCorruptLikeAcquire compares inspect with the
+// library on sound and corrupt states).
 
-// The bounds of lua/lib.lua and lua/acquire.lua: expired records released
-// per call, records read to recount a window, records read for a wait
-// hint, and the largest exact integer.
+// The bounds of lua/lib.lua: expired records released per call, records
+// read to recount a window, and the largest exact integer.
 const (
 	expireChunk = 1000
 	recountMax  = 10000
-	hintWalk    = 16
 	maxExact    = 1<<53 - 1
 )
 
@@ -39,12 +38,12 @@ func valueOf(s string) (int64, bool) {
 	return v, err == nil && v >= -maxExact && v <= maxExact
 }
 
-// settled returns the permits an acquisition would find in a budget whose
+// settled returns what AvailablePermits would return for a budget whose
 // value is value (nil: absent) and whose records, in score order, are
 // recs; cutoff is now minus the interval, in ms. It fails, as the scripts
-// do, on a record shorter than four bytes among those they read, counting
-// the oldest records of the window that an acquisition reads for its wait
-// hint (Allow and the waiting calls always do).
+// do, on a record shorter than four bytes among those they read: the
+// expired ones, the window's on a recount, and the oldest in the window,
+// which Allow and every refused acquisition read.
 func settled(rate int64, value *int64, recs []record, cutoff int64) (int64, error) {
 	var old, live []record
 	for _, r := range recs {
@@ -59,7 +58,7 @@ func settled(rate int64, value *int64, recs []record, cutoff int64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	if _, err := permitSum(recs[len(old):min(len(recs), len(old)+hintWalk)]); err != nil {
+	if _, err := permitSum(recs[len(old):min(len(recs), len(old)+1)]); err != nil {
 		return 0, err
 	}
 	v := rate
@@ -81,11 +80,12 @@ func settled(rate int64, value *int64, recs []record, cutoff int64) (int64, erro
 	case len(old) > 0:
 		v += released
 	}
-	if v < rate && len(old) == len(recs) {
-		// Nothing is outstanding: the window starts afresh.
+	if v < 1 && len(old) == len(recs) {
+		// Nothing is outstanding, yet nothing is left: the window starts
+		// afresh.
 		v = rate
 	}
-	return v, nil
+	return max(0, v), nil
 }
 
 // permitSum adds the permits of recs, failing on a record too short to

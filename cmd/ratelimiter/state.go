@@ -56,10 +56,10 @@ type budget struct {
 	RecordsWindow  int      `json:"records_in_window"`
 	ExpiredPermits int64    `json:"expired_permits"`
 	ExpiredRecords int      `json:"expired_records"`
-	// AvailableNow is what an acquisition would find now, computed from
-	// the value and the records by the scripts' rules (settle.go) without
-	// changing anything; nil when the limiter is not configured or the
-	// budget is corrupt.
+	// AvailableNow is what AvailablePermits would return now, computed
+	// from the value and the records by the scripts' rules (settle.go)
+	// without changing anything; nil when the limiter is not configured or
+	// the budget is corrupt.
 	AvailableNow *int64 `json:"available_now"`
 	// Corrupt says why the scripts would fail on this budget with
 	// "unexpected limiter state" (ErrCorruptState); empty when they would
