@@ -129,12 +129,13 @@ for i = 4, #ARGV do
     if first[1] and #first[1] < 4 then
       return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
     end
-    if not first[1] and value < rate and total == 0 then
-      -- Nothing is outstanding, yet the value says permits are gone (the
-      -- set expired or was deleted apart from the value). Nothing would
-      -- ever give them back: start the window afresh.
-      value, changed = rate, true
-    end
+  end
+  if value < n and total == 0 and not first[1] then
+    -- Nothing is outstanding, yet the value says the permits asked for are
+    -- gone (the set expired or was deleted apart from the value). Nothing
+    -- would ever give them back: start the window afresh. (lib.lua's
+    -- settle does so when the value is below 1, the same for one permit.)
+    value, changed = rate, true
   end
   granted, h = false, 0
   if n <= rate and value >= n and not stop then

@@ -34,7 +34,11 @@ local EXPIRE_CHUNK, RECOUNT_MAX = 1000, 10000
 -- A decimal integer field in [lo, MAX], else RLSTATE.
 local function whole(s, what, lo)
   local v = tonumber(s)
-  if not string.find(s, '^-?%d+$') or v < lo or v > MAX then
+  local digits = '^%d+$'
+  if lo < 0 then
+    digits = '^-?%d+$'
+  end
+  if not string.find(s, digits) or v < lo or v > MAX then
     fail('RLSTATE', what .. ' is not a decimal integer in [' .. lo .. ', 2^53-1]: ' .. s)
   end
   return v
