@@ -275,7 +275,7 @@ func TestWaitersOneCallPerWake(t *testing.T) {
 }
 
 // scriptCalls returns the server's EVALSHA and EVAL calls so far.
-func scriptCalls(t *testing.T, rdb *redis.Client) int64 {
+func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
 	t.Helper()
 	info := rdb.Info(context.Background(), "commandstats").Val()
 	var total int64

@@ -24,10 +24,14 @@ func Waiters(l *Limiter) int {
 	return 0
 }
 
-// Lanes returns how many limiters c keeps combining state for.
+// Lanes returns how many limiters c keeps combining state for, after
+// dropping the idle ones as a sweep in lanes.get does.
 func Lanes(c *Client) int {
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
+	for _, l := range c.lanes.m {
+		c.lanes.dropIfIdle(l)
+	}
 	return len(c.lanes.m)
 }
 

@@ -257,6 +257,11 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	if inDur*10 < want*9 {
 		t.Errorf("granted %d within %v, less than 90%% of %d", inDur, dur, want)
 	}
+	if goWorkers > 0 {
+		// The split at equal demand (README, "Fairness in a mixed fleet").
+		t.Logf("SHARE %s %s combined=%v: java %.0f%%, go %.0f%%", v, mode, combined,
+			100*float64(len(jr.times))/float64(len(jr.times)+goGrants), 100*float64(goGrants)/float64(len(jr.times)+goGrants))
+	}
 	if len(jr.times) == 0 || goWorkers > 0 && goGrants == 0 {
 		t.Errorf("one side got nothing: java %d, go %d", len(jr.times), goGrants)
 	}
