@@ -53,4 +53,4 @@ deps-java:
 # Builds the Java Redisson peers (all four versions) so that Maven's
 # downloads happen here, not inside a test's timeout.
 peer: deps-java
-	bash compat/build-peer.sh
+	bash internal/compat/build-peer.sh

@@ -308,7 +308,7 @@ func TestWorstWindow(t *testing.T) {
 // The two sides alternate for 10 rounds of 500 calls; the best round and the
 // median of each are reported (on a shared 2-core machine noise from other
 // processes only adds time, so the best round is the fairest figure).
-// Run: go test ./compat -run TestScriptCost -v
+// Run: go test ./internal/compat -run TestScriptCost -v
 func TestScriptCost(t *testing.T) {
 	const (
 		fill   = 10000

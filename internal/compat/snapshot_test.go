@@ -49,7 +49,7 @@ func loadSnapshots(t *testing.T) map[string]*Snapshot {
 	for _, v := range Versions {
 		s, err := LoadSnapshot(v)
 		if err != nil {
-			t.Fatalf("load snapshot %s: %v (re-record with COMPAT_RECORD=1 go test ./compat -run TestRecordSnapshots)", v, err)
+			t.Fatalf("load snapshot %s: %v (re-record with COMPAT_RECORD=1 go test ./internal/compat -run TestRecordSnapshots)", v, err)
 		}
 		if s.RedissonVersion != v {
 			t.Fatalf("%s: snapshot says version %s", SnapshotPath(v), s.RedissonVersion)

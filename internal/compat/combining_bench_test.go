@@ -22,7 +22,7 @@ import (
 // against one local redis-server (README, "Combining"), every contender in
 // the same run, rounds alternated, medians and ratios:
 //
-//	go test ./compat -run '^$' -bench Combining -benchtime 1x -v
+//	go test ./internal/compat -run '^$' -bench Combining -benchtime 1x -v
 //
 // It reports; it asserts nothing about speed (the machine is shared and
 // noisy). COMBINING_ROUND sets each contender's time per round (default

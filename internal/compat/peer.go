@@ -1,6 +1,6 @@
 // Package compat proves wire compatibility with Java Redisson's RRateLimiter:
 // its tests drive a real Redisson client (the Java peer in compat/peer, built
-// by compat/build-peer.sh) and this module's Go client against one real
+// by internal/compat/build-peer.sh) and this module's Go client against one real
 // redis-server and check that each sees exactly what the other did.
 //
 // The peer speaks a line protocol on stdin/stdout: one command a line, one

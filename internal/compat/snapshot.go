@@ -183,9 +183,9 @@ func TakeSnapshot(ctx context.Context, c *redis.Client) ([]KeyState, error) {
 	return out, nil
 }
 
-// SnapshotPath is testdata/redisson-<version>.json at the module root.
+// SnapshotPath is testdata/redisson-<version>.json beside this file.
 func SnapshotPath(version string) string {
-	return filepath.Join(Dir(), "..", "testdata", "redisson-"+version+".json")
+	return filepath.Join(Dir(), "testdata", "redisson-"+version+".json")
 }
 
 // LoadSnapshot reads a recorded snapshot.

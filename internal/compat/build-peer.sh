@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Java Redisson peer used by the Go compatibility tests (package compat),
-# once per Redisson version, into compat/peer/target/<version>/ (git-ignored):
+# once per Redisson version, into internal/compat/peer/target/<version>/ (git-ignored):
 #   peer.jar  the peer's classes
 #   lib/      the real org.redisson:redisson artifact and its runtime dependencies
 #   .stamp    hash of the sources it was built from
@@ -8,7 +8,7 @@
 # usual local repository (~/.m2 unless MAVEN_OPTS/-Dmaven.repo.local say otherwise),
 # so run this before `go test` (CI does) to keep downloads out of test timeouts.
 #
-# usage: compat/build-peer.sh [VERSION...]   (default: all versions the suite covers)
+# usage: internal/compat/build-peer.sh [VERSION...]   (default: all versions the suite covers)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

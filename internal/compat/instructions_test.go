@@ -28,7 +28,7 @@ import (
 // own script through the real Java client. The counts are repeatable to a
 // fraction of a percent, so the test asserts that ours is not larger.
 //
-// Run: go test ./compat -run TestScriptInstructions -v
+// Run: go test ./internal/compat -run TestScriptInstructions -v
 func TestScriptInstructions(t *testing.T) {
 	needJava(t)
 	for _, tool := range []string{"valgrind", "callgrind_control"} {
