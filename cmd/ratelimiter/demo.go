@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // runDemo shows a limit holding: workers call Acquire as fast as the
@@ -53,7 +53,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 
 	var opts *redis.Options
 	if *url == "" {
-		srv, err := redistest.Start(ctx)
+		srv, err := redisproc.Start(ctx)
 		if err != nil {
 			fmt.Fprintln(stderr, "ratelimiter demo:", err)
 			return 2

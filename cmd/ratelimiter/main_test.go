@@ -101,3 +101,18 @@ func failsWith(t testing.TB, code int, r result) result {
 	}
 	return r
 }
+
+// TestBinaryDoesNotLinkTesting: the demo's throwaway redis-server comes from
+// internal/redisproc, not from the tests' helpers, so the binary carries no
+// test machinery.
+func TestBinaryDoesNotLinkTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.HasSuffix(pkg, "/internal/redistest") {
+			t.Errorf("cmd/ratelimiter links %s", pkg)
+		}
+	}
+}

@@ -1,199 +1,29 @@
-// Package redistest starts throwaway redis-server processes on loopback for
-// tests, benchmarks and the demo. It never mocks Redis: every server is the
-// real binary, so Lua scripts run exactly as they will in production.
+// Package redistest holds what the tests share: one TestMain body that
+// starts a throwaway redis-server (internal/redisproc), a client and unique
+// limiter names per test, and Redis Cluster and Sentinel deployments on
+// loopback.
 package redistest
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
-	"sync"
-	"time"
+
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
-// ErrNoServer reports that no redis-server binary was found on PATH.
-var ErrNoServer = errors.New("redistest: redis-server not found on PATH (install it: make deps, or apt-get install -y redis-server)")
+// The process control of internal/redisproc, under the names the tests use.
+type Server = redisproc.Server
+
+var (
+	Start        = redisproc.Start
+	StartWrapped = redisproc.StartWrapped
+	FreePort     = redisproc.FreePort
+	Ping         = redisproc.Ping
+	ErrNoServer  = redisproc.ErrNoServer
+)
 
 // Required reports whether tests must fail rather than skip when a tool they
 // need (redis-server, Java) is missing. It is true under CI (CI=true).
 func Required() bool {
 	v := os.Getenv("CI")
 	return v == "true" || v == "1"
-}
-
-// Server is one redis-server process, or an external server named by
-// REDIS_ADDR.
-type Server struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-	out  *bytes.Buffer
-
-	closeOnce sync.Once
-	closeErr  error
-	exited    chan struct{}
-}
-
-// Start returns a running Redis. When REDIS_ADDR is set it returns that
-// server and Close does nothing. Otherwise it starts redis-server on a free
-// loopback port with persistence off; extra args are passed to redis-server
-// as configuration (for example "--maxmemory", "10mb"). It fails when the
-// binary is missing (ErrNoServer) or the server does not answer PING before
-// ctx is done or 30 seconds pass.
-func Start(ctx context.Context, args ...string) (*Server, error) {
-	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		return &Server{addr: addr}, nil
-	}
-	return StartWrapped(ctx, nil, args...)
-}
-
-// StartWrapped is Start that always starts a new redis-server (REDIS_ADDR
-// is not used), run by the command in wrapper, for example valgrind with
-// its options: wrapper[0] is looked up on PATH and given the rest of
-// wrapper, the redis-server path and its arguments.
-func StartWrapped(ctx context.Context, wrapper []string, args ...string) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, ErrNoServer
-	}
-	cmdline := append(append([]string(nil), wrapper...), bin)
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
-	}
-	// A port found free can be taken before redis binds it; retry a few times.
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := FreePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s, err := startOn(ctx, cmdline, dir, port, args)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
-}
-
-func startOn(ctx context.Context, cmdline []string, dir string, port int, extra []string) (*Server, error) {
-	args := []string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--dir", dir,
-		"--save", "",
-		"--appendonly", "no",
-		"--daemonize", "no",
-		"--protected-mode", "yes",
-		"--loglevel", "warning",
-	}
-	args = append(args, extra...)
-	s := &Server{
-		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		dir:    dir,
-		out:    &bytes.Buffer{},
-		exited: make(chan struct{}),
-	}
-	s.cmd = exec.Command(cmdline[0], append(cmdline[1:], args...)...)
-	s.cmd.Stdout = s.out
-	s.cmd.Stderr = s.out
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := Ping(ctx, s.addr); err == nil {
-			return s, nil
-		}
-		select {
-		case <-s.exited:
-			return nil, fmt.Errorf("redistest: redis-server on port %d exited: %s", port, s.out.String())
-		case <-ctx.Done():
-			s.kill()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			return nil, fmt.Errorf("redistest: redis-server on port %d did not answer PING in 30s", port)
-		}
-	}
-}
-
-// Addr returns host:port of the server.
-func (s *Server) Addr() string { return s.addr }
-
-// Pid returns the process id, or 0 for an external server.
-func (s *Server) Pid() int {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-func (s *Server) kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
-
-// Close stops the server and removes its directory. It is safe to call more
-// than once; an external server (REDIS_ADDR) is left running.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		if s.cmd == nil {
-			return
-		}
-		s.kill()
-		s.closeErr = os.RemoveAll(s.dir)
-	})
-	return s.closeErr
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Ping sends a RESP PING to addr and reports whether PONG came back. It
-// needs no client library, so the harness works before any is set up.
-func Ping(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	n, err := conn.Read(buf)
-	if err != nil {
-		return err
-	}
-	if string(buf[:n]) != "+PONG\r\n" {
-		return fmt.Errorf("redistest: unexpected PING answer %q", buf[:n])
-	}
-	return nil
 }
