@@ -19,7 +19,7 @@ import (
 )
 
 // These tests run against a real 6-node Redis Cluster (3 masters, 3
-// replicas) started by scripts/redis-cluster.sh.
+// replicas) started by topologies/redis-cluster.sh.
 
 func newClusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
 	t.Helper()

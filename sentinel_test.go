@@ -14,7 +14,7 @@ import (
 )
 
 // These tests run against a real Sentinel setup (one master, two replicas,
-// three sentinels) started by scripts/redis-sentinel.sh.
+// three sentinels) started by topologies/redis-sentinel.sh.
 
 func newFailoverClient(t testing.TB, s *redistest.Sentinel) *redis.Client {
 	t.Helper()

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Node is one process started by scripts/redis-cluster.sh or
-// scripts/redis-sentinel.sh.
+// Node is one process started by topologies/redis-cluster.sh or
+// topologies/redis-sentinel.sh.
 type Node struct {
 	Addr string // 127.0.0.1:port
 	Port int
@@ -30,13 +30,13 @@ type Node struct {
 	Role string // role at start: master, replica or sentinel
 }
 
-// scriptPath returns the absolute path of scripts/NAME in this repository.
+// scriptPath returns the absolute path of topologies/NAME in this repository.
 func scriptPath(name string) (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", errors.New("redistest: cannot locate source directory")
 	}
-	p := filepath.Join(filepath.Dir(file), "..", "..", "scripts", name)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "topologies", name)
 	if _, err := os.Stat(p); err != nil {
 		return "", err
 	}
@@ -240,7 +240,7 @@ func (ps *procSet) isKilled(n Node) bool {
 }
 
 // Cluster is a running 6-node Redis Cluster (3 masters, 3 replicas,
-// cluster-node-timeout 1000 ms) started by scripts/redis-cluster.sh.
+// cluster-node-timeout 1000 ms) started by topologies/redis-cluster.sh.
 type Cluster struct {
 	ps *procSet
 }

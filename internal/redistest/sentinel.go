@@ -16,7 +16,7 @@ import (
 // SentinelMasterName is the master name the Sentinel setup monitors.
 const SentinelMasterName = "mymaster"
 
-// Sentinel is a running Sentinel setup started by scripts/redis-sentinel.sh:
+// Sentinel is a running Sentinel setup started by topologies/redis-sentinel.sh:
 // one master, two replicas, three sentinels (quorum 2,
 // down-after-milliseconds 1000, failover-timeout 3000).
 type Sentinel struct {

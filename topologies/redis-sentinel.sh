@@ -2,8 +2,8 @@
 # Start or stop a real Redis Sentinel setup on loopback: one master, two
 # replicas and three redis-sentinel processes (quorum 2).
 #
-#   scripts/redis-sentinel.sh start DIR   # prints DIR/nodes when ready
-#   scripts/redis-sentinel.sh stop DIR    # kills the processes (pidfiles) and removes their files
+#   topologies/redis-sentinel.sh start DIR   # prints DIR/nodes when ready
+#   topologies/redis-sentinel.sh stop DIR    # kills the processes (pidfiles) and removes their files
 #
 # DIR/nodes has one line per process: "port pid role" with role master,
 # replica or sentinel (roles at start). The master name is "mymaster" unless

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Start or stop a real 6-node Redis Cluster (3 masters + 3 replicas) on loopback.
 #
-#   scripts/redis-cluster.sh start DIR   # prints DIR/nodes when ready
-#   scripts/redis-cluster.sh stop DIR    # kills the nodes (pidfiles) and removes their files
+#   topologies/redis-cluster.sh start DIR   # prints DIR/nodes when ready
+#   topologies/redis-cluster.sh stop DIR    # kills the nodes (pidfiles) and removes their files
 #
 # DIR/nodes has one line per node: "port pid role busport" (role at start:
 # master or replica). Ports are free ones picked at run time from
