@@ -3,7 +3,7 @@ package ratelimiter
 import "strings"
 
 // Keys are the Redis keys of one limiter as seen by one client, named as
-// Redisson names them (PROTOCOL.md section 1).
+// Redisson names them (docs/protocol.md, section 1).
 type Keys struct {
 	// Config is the hash holding rate, interval, type and keepAliveTime.
 	Config string

@@ -26,9 +26,9 @@ const (
 	// FormatLc0I is Redisson 3.16.4 to 3.16.8: the length of the random
 	// part as uint64 little-endian, the random part, the permits as uint32
 	// little-endian. Those versions write 8 raw random bytes; this library
-	// writes the decimal text of a random signed 64-bit integer, as
-	// PROTOCOL.md describes, which they read the same way. Use it next to
-	// them: their scripts fail ("data string too short") on a 21-byte
+	// writes the decimal text of a random signed 64-bit integer, as the
+	// first written spec described, which they read the same way
+	// (docs/protocol.md). Use it next to them: their scripts fail ("data string too short") on a 21-byte
 	// FormatCurrent record once it leaves the window, and Redisson 3.17 and
 	// later misread Lc0I records as huge permit counts.
 	FormatLc0I

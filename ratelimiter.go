@@ -5,7 +5,7 @@
 //
 // A limiter grants at most Rate permits in any sliding window of Interval.
 // Every operation is one Lua script, run atomically by Redis in one round
-// trip. The keys and bytes are those of PROTOCOL.md; see README.md for the
+// trip. The keys and bytes are those of docs/protocol.md; see README.md for the
 // mapping from Redisson's Java methods.
 package ratelimiter
 

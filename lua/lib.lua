@@ -1,5 +1,5 @@
 -- Shared prelude, prepended to every script that works on an initialised
--- limiter (see scripts.go). Keys are always K1..K5 of PROTOCOL.md:
+-- limiter (see scripts.go). Keys are always K1..K5 of docs/protocol.md:
 -- config hash, overall value, client value, overall permits, client permits.
 --
 -- Every check that can refuse a call runs before the script's first write:

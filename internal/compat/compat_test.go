@@ -510,7 +510,7 @@ func TestErrorsAgree(t *testing.T) {
 
 // TestMemberFormatMatters shows why the Go client must write the format the
 // Java fleet unpacks. Redisson 3.20.1 unpacks "Bc0I": it reads FormatCurrent
-// records right and misreads FormatLc0I ones (the layout PROTOCOL.md
+// records right and misreads FormatLc0I ones (the layout the first written spec
 // attributes to 3.16.4-3.20.x). Redisson 3.16.8 unpacks "Lc0I": it reads
 // FormatLc0I records right, while a FormatCurrent record makes its scripts
 // fail (the first 8 bytes, read as the length, point far past the record).

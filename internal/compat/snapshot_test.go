@@ -19,10 +19,10 @@ import (
 // (testdata/redisson-<version>.json, recorded by TestRecordSnapshots).
 
 // observedFormat is the member format each version was seen to write when
-// recorded (Lua struct format, random part length). Note 3.20.1: PROTOCOL.md
+// recorded (Lua struct format, random part length). Note 3.20.1: the first written spec
 // lists it under Lc0I, but it writes (and unpacks) Bc0I with 8 random bytes;
 // Lc0I is what 3.16.8 writes (observed), with 8 raw random bytes, not
-// the decimal text PROTOCOL.md describes.
+// the decimal text the first written spec describes.
 var observedFormat = map[string]struct {
 	format    string
 	randomLen int
