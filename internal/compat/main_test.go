@@ -60,6 +60,7 @@ func redisAddr(t testing.TB) string {
 // needJava fails under CI (CI=true) and skips elsewhere when Java or Maven is missing.
 func needJava(t testing.TB) {
 	t.Helper()
+	redistest.SkipIfShort(t, "the Java compatibility suite")
 	if tool := ToolsMissing(); tool != "" {
 		if redistest.Required() {
 			t.Fatalf("%s not found: the Redisson compatibility suite needs Java 17 and Maven (CI=true: failing, not skipping)", tool)

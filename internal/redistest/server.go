@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"os"
+	"testing"
 
 	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
@@ -26,4 +27,14 @@ var (
 func Required() bool {
 	v := os.Getenv("CI")
 	return v == "true" || v == "1"
+}
+
+// SkipIfShort skips t under -short: the quick loop (go test -short ./...)
+// runs the core suite against one redis-server and leaves out Java,
+// Cluster, Sentinel, failover and the benchmarks' long runs.
+func SkipIfShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s left out of the quick loop", what)
+	}
 }
