@@ -146,12 +146,13 @@ func (r *Limiter) Config(ctx context.Context) (Config, error) {
 		return r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
 	})
 	if err != nil {
-		return Config{}, r.c.result(err)
+		return Config{}, r.result(err)
 	}
 	if len(h) == 0 {
 		return Config{}, nil
 	}
-	return parseConfig(h, r.keys.Config)
+	cfg, err := parseConfig(h, r.keys.Config)
+	return cfg, r.wrap(err)
 }
 
 // parseConfig reads a config hash's fields (key names it in errors).
@@ -218,7 +219,7 @@ func msDuration(ms int64) time.Duration {
 // check returns the limiter's construction error, or else err.
 func (r *Limiter) check(err error) error {
 	if r.err != nil {
-		return r.err
+		return r.wrap(r.err)
 	}
-	return err
+	return r.wrap(err)
 }
