@@ -423,9 +423,10 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		granted, hint, err = false, time.Duration(l.cfg.Interval), nil
 	}
 	if err != nil {
-		if r.Context().Err() != nil {
+		if errors.Is(r.Context().Err(), context.Canceled) {
 			// The client has gone (or the server is shutting down): there
-			// is nobody to answer.
+			// is nobody to answer. A request whose deadline passed is
+			// still waiting for one: it falls through to the failure mode.
 			return
 		}
 		l.report(r, err)
