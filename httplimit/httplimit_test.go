@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -599,11 +598,9 @@ func TestDeadlineWhileRedisUnreachable(t *testing.T) {
 			}
 			srv := serve(t, deadline(lim.Handler(h)))
 			resp := get(t, srv.URL)
-			body, _ := io.ReadAll(resp.Body)
 			if mode == httplimit.FailOpen {
 				assert.Equal(t, 200, resp.StatusCode)
-				assert.Equal(t, "ok", string(body), "the handler ran")
-				assert.Equal(t, int64(1), h.n.Load())
+				assert.Equal(t, int64(1), h.n.Load(), "the handler ran")
 			} else {
 				assert.Equal(t, 503, resp.StatusCode)
 				assert.Equal(t, int64(0), h.n.Load())
