@@ -10,9 +10,9 @@ import (
 // never panics, gives one verdict per request or an ErrCorruptState, and
 // never a refusal without a positive hint.
 func FuzzParseVerdicts(f *testing.F) {
-	f.Add(int64(5), []byte{})                                // a single grant
-	f.Add(int64(-3), []byte{})                               // a single refusal
-	f.Add(int64(-1), []byte{})                               // a collision, not a reply to parse
+	f.Add(int64(5), []byte{})                                 // a single grant
+	f.Add(int64(-3), []byte{})                                // a single refusal
+	f.Add(int64(-1), []byte{})                                // a collision, not a reply to parse
 	f.Add(int64(10), []byte{1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0}) // table, odd length
 	f.Add(int64(1<<62), make([]byte, 48))
 	f.Fuzz(func(t *testing.T, single int64, raw []byte) {

@@ -102,19 +102,11 @@ func evictionRun(t *testing.T, policy string, keepAlive time.Duration, rate int6
 	}
 	wg.Wait()
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	var worst int64
-	j := 0
-	win := (interval - stampSlack).Milliseconds()
-	for i := range times {
-		for j < len(times) && times[j] < times[i]+win {
-			j++
-		}
-		worst = max(worst, int64(j-i))
-	}
+	worst, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
 	var evicted int64
 	info := rdb.Info(ctx, "stats").Val()
 	if i := strings.Index(info, "evicted_keys:"); i >= 0 {
 		fmt.Sscan(info[i+len("evicted_keys:"):], &evicted)
 	}
-	return worst, len(times), evicted, errs
+	return int64(worst), len(times), evicted, errs
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // TestLostValueKeyRecounts is issue 14's second defect: when the value key
@@ -70,7 +71,7 @@ func TestHintNeverSpins(t *testing.T) {
 			require.False(t, res.Granted)
 			require.Positive(t, res.RetryAfter)
 
-			calls := scriptCalls(t, rdb)
+			calls := redistest.ScriptCalls(t, rdb)
 			ok, err = l.TryAcquireTimeout(ctx, 1, time.Second)
 			require.NoError(t, err)
 			require.False(t, ok)
@@ -78,7 +79,7 @@ func TestHintNeverSpins(t *testing.T) {
 			err = l.Acquire(dctx, 1)
 			cancel()
 			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Equal(t, int64(2), scriptCalls(t, rdb)-calls, "one script call per wait")
+			require.Equal(t, int64(2), redistest.ScriptCalls(t, rdb)-calls, "one script call per wait")
 		})
 	}
 	require.Equal(t, time.Duration(math.MaxInt64), ratelimiter.HintDuration(math.MaxInt64))

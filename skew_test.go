@@ -60,16 +60,8 @@ func TestClockSkewEffect(t *testing.T) {
 		}
 		wg.Wait()
 		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-		worst, slack := 0, 0
-		for i, j, k := 0, 0, 0; i < len(times); i++ {
-			for j < len(times) && times[j] < times[i]+interval.Milliseconds() {
-				j++
-			}
-			for k < len(times) && times[k] < times[i]+(interval-stampSlack).Milliseconds() {
-				k++
-			}
-			worst, slack = max(worst, j-i), max(slack, k-i)
-		}
+		worst, _ := redistest.WorstWindow(times, interval.Milliseconds())
+		slack, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
 		report = append(report, fmt.Sprintf("| ±%v | %d | %.2fx |", skew/2, worst, float64(worst)/rate))
 		if skew == 0 {
 			require.LessOrEqual(t, slack, rate, "no skew: every %v window", interval-stampSlack)
