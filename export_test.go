@@ -7,7 +7,7 @@ package ratelimiter
 func Pending(l *Limiter) int {
 	l.c.lanes.mu.Lock()
 	defer l.c.lanes.mu.Unlock()
-	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+	if ln := l.c.lanes.m[l.laneKey()]; ln != nil {
 		return len(ln.pending)
 	}
 	return 0
@@ -18,7 +18,7 @@ func Pending(l *Limiter) int {
 func Waiters(l *Limiter) int {
 	l.c.lanes.mu.Lock()
 	defer l.c.lanes.mu.Unlock()
-	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+	if ln := l.c.lanes.m[l.laneKey()]; ln != nil {
 		return len(ln.waiting) + ln.flying
 	}
 	return 0
