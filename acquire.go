@@ -65,8 +65,10 @@ func (r *Limiter) try(ctx context.Context, n int64, detail bool) (Result, error)
 	return a.v.res, r.decided(d, firstErr(a.err, a.v.err))
 }
 
-// decided reports d, ended with err, to the Client's hooks and returns err.
+// decided reports d, ended with err, to the Client's hooks and returns err
+// naming r.
 func (r *Limiter) decided(d Decision, err error) error {
+	err = r.wrap(err)
 	d.Err = err
 	r.c.decided(d)
 	return err

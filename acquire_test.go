@@ -47,7 +47,7 @@ func TestAcquireMemberFormats(t *testing.T) {
 		f     ratelimiter.MemberFormat
 		check func(t *testing.T, m []byte)
 	}{
-		{ratelimiter.FormatCurrent, func(t *testing.T, m []byte) {
+		{ratelimiter.FormatBc0I, func(t *testing.T, m []byte) {
 			require.Len(t, m, 21)
 			require.Equal(t, byte(16), m[0])
 		}},

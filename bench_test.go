@@ -50,7 +50,7 @@ func fill(b *testing.B, rdb *redis.Client, l *ratelimiter.Limiter, records int, 
 	ctx := context.Background()
 	zs := make([]redis.Z, 0, 1000)
 	for i := 0; i < records; i++ {
-		m, err := ratelimiter.EncodeMember(ratelimiter.FormatCurrent, []byte(fmt.Sprintf("%016d", i)), 1)
+		m, err := ratelimiter.EncodeMember(ratelimiter.FormatBc0I, []byte(fmt.Sprintf("%016d", i)), 1)
 		require.NoError(b, err)
 		at := now.Add(-window + time.Duration(i+1)*window/time.Duration(records+1))
 		zs = append(zs, redis.Z{Score: float64(at.UnixMilli()), Member: m})

@@ -83,16 +83,14 @@ func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 }
 
 // SetRateOption changes how SetRate and UpdateRate treat the permits
-// already taken.
-type SetRateOption func(*setRateOptions)
-
-type setRateOptions struct{ keepState bool }
+// already taken. Its zero value changes nothing; KeepState makes one.
+type SetRateOption struct{ keepState bool }
 
 // KeepState makes SetRate or UpdateRate keep the permits taken in the
 // current window: the value becomes max(0, rate - permits still in the
 // new interval) instead of a fresh, full budget. When the mode changes the
 // state is reset anyway. Redisson 4.4 and later offer the same.
-func KeepState() SetRateOption { return func(o *setRateOptions) { o.keepState = true } }
+func KeepState() SetRateOption { return SetRateOption{keepState: true} }
 
 // SetRate writes the configuration whether or not the limiter exists and,
 // unless KeepState is given, resets its state: the new mode's value and
@@ -114,16 +112,13 @@ func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts 
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
-	var o setRateOptions
+	keepState := false
 	for _, opt := range opts {
-		if opt == nil {
-			return false, invalid("nil SetRateOption")
-		}
-		opt(&o)
+		keepState = keepState || opt.keepState
 	}
 	done, err := r.eval(ctx, scriptSetRate, r.keyList,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
-		flag(mustExist), flag(o.keepState), r.nowMillis())
+		flag(mustExist), flag(keepState), r.nowMillis())
 	return done == 1, err
 }
 
@@ -151,12 +146,13 @@ func (r *Limiter) Config(ctx context.Context) (Config, error) {
 		return r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
 	})
 	if err != nil {
-		return Config{}, r.c.result(err)
+		return Config{}, r.result(err)
 	}
 	if len(h) == 0 {
 		return Config{}, nil
 	}
-	return parseConfig(h, r.keys.Config)
+	cfg, err := parseConfig(h, r.keys.Config)
+	return cfg, r.wrap(err)
 }
 
 // parseConfig reads a config hash's fields (key names it in errors).
@@ -223,7 +219,7 @@ func msDuration(ms int64) time.Duration {
 // check returns the limiter's construction error, or else err.
 func (r *Limiter) check(err error) error {
 	if r.err != nil {
-		return r.err
+		return r.wrap(r.err)
 	}
-	return err
+	return r.wrap(err)
 }

@@ -3,6 +3,7 @@ package ratelimiter
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -69,3 +70,31 @@ func scriptError(err error) error {
 	}
 	return err
 }
+
+// LimiterError is how every error of a limiter's call reaches the caller:
+// it names the limiter, and errors.Is and errors.As see through it to the
+// sentinel errors, Redis's errors and the context's.
+type LimiterError struct {
+	Limiter string // the name given to Client.Limiter
+	Err     error  // what went wrong
+}
+
+// Error returns `ratelimiter "NAME": ` and Err's text.
+func (e *LimiterError) Error() string {
+	return "ratelimiter " + strconv.Quote(e.Limiter) + ": " + strings.TrimPrefix(e.Err.Error(), "ratelimiter: ")
+}
+
+// Unwrap returns Err.
+func (e *LimiterError) Unwrap() error { return e.Err }
+
+// wrap names r in err, once; nil stays nil.
+func (r *Limiter) wrap(err error) error {
+	var le *LimiterError
+	if err == nil || errors.As(err, &le) {
+		return err
+	}
+	return &LimiterError{Limiter: r.name, Err: err}
+}
+
+// result is Client.result for a call of r: the error names r.
+func (r *Limiter) result(err error) error { return r.wrap(r.c.result(err)) }

@@ -11,7 +11,7 @@ import (
 // its script cache.
 func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
 	v, err := bounded(ctx, func() (int64, error) { return s.Run(ctx, r.c.rdb, keys, args...).Int64() })
-	return v, r.c.result(err)
+	return v, r.result(err)
 }
 
 // evalAcquire runs the acquire script and returns its raw reply (see
@@ -28,7 +28,7 @@ func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 	} else {
 		v, err = scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Result()
 	}
-	return v, r.c.result(err)
+	return v, r.c.result(err) // each caller's Decision names its own limiter
 }
 
 // result is where the error of every Redis call the library makes ends:

@@ -111,7 +111,7 @@ func (r *Limiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
 		return r.c.rdb.Do(ctx, "PTTL", r.keys.Config).Int64()
 	})
 	if err != nil {
-		return 0, r.c.result(err)
+		return 0, r.result(err)
 	}
 	return ttlDuration(ms), nil
 }
@@ -140,7 +140,7 @@ func (r *Limiter) Delete(ctx context.Context) (bool, error) {
 	n, err := bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Del(ctx, r.keyList...).Result()
 	})
-	return n > 0, r.c.result(err)
+	return n > 0, r.result(err)
 }
 
 // Exists reports whether the limiter's config exists.
@@ -151,5 +151,5 @@ func (r *Limiter) Exists(ctx context.Context) (bool, error) {
 	n, err := bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Exists(ctx, r.keys.Config).Result()
 	})
-	return n > 0, r.c.result(err)
+	return n > 0, r.result(err)
 }

@@ -80,3 +80,30 @@ func TestErrorKind(t *testing.T) {
 	require.Equal(t, "acquire", ratelimiter.OpAcquire.String())
 	require.Equal(t, "Op(9)", ratelimiter.Op(9).String())
 }
+
+// TestErrorsNameTheLimiter: every error of a limiter's call names it, and
+// errors.Is still finds the sentinel errors through it.
+func TestErrorsNameTheLimiter(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	l := ratelimiter.NewClient(rdb).Limiter(name)
+	for what, err := range map[string]error{
+		"acquire":   errOf(l.TryAcquire(ctx, 1)),
+		"available": errOf(l.AvailablePermits(ctx)),
+		"release":   l.Release(ctx, 1),
+		"argument":  errOf(l.TryAcquire(ctx, 0)),
+	} {
+		var le *ratelimiter.LimiterError
+		require.ErrorAs(t, err, &le, what)
+		require.Equal(t, name, le.Limiter, what)
+		require.Contains(t, err.Error(), `ratelimiter "`+name+`": `, what)
+		if what == "argument" {
+			require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+		} else {
+			require.ErrorIs(t, err, ratelimiter.ErrNotInitialized, what)
+		}
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }

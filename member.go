@@ -17,20 +17,21 @@ import (
 type MemberFormat int
 
 const (
-	// FormatCurrent is Redisson 3.21.0 and later (Lua struct "Bc0I"): one
-	// byte 16, 16 random bytes, the permits as uint32 little-endian;
-	// 21 bytes. It is the default, and also the format to write next to
-	// Redisson 3.17.0 to 3.20.x, which write the same layout with 8 random
-	// bytes and read 16-byte ones correctly.
-	FormatCurrent MemberFormat = iota
+	// FormatBc0I is the layout of Redisson 3.21.0 and later, and the
+	// default (Lua struct "Bc0I"): one byte 16, 16 random bytes, the
+	// permits as uint32 little-endian; 21 bytes. It is also the format to
+	// write next to Redisson 3.17.0 to 3.20.x, which write the same layout
+	// with 8 random bytes and read 16-byte ones correctly.
+	FormatBc0I MemberFormat = iota
 	// FormatLc0I is Redisson 3.16.4 to 3.16.8: the length of the random
 	// part as uint64 little-endian, the random part, the permits as uint32
 	// little-endian. Those versions write 8 raw random bytes; this library
 	// writes the decimal text of a random signed 64-bit integer, as the
 	// first written spec described, which they read the same way
-	// (docs/protocol.md). Use it next to them: their scripts fail ("data string too short") on a 21-byte
-	// FormatCurrent record once it leaves the window, and Redisson 3.17 and
-	// later misread Lc0I records as huge permit counts.
+	// (docs/protocol.md). Use it next to them: their scripts fail ("data
+	// string too short") on a 21-byte FormatBc0I record once it leaves the
+	// window, and Redisson 3.17 and later misread Lc0I records as huge
+	// permit counts.
 	FormatLc0I
 	// FormatFI is Redisson 3.16.3 and earlier: a float32 little-endian,
 	// then the permits as uint32 little-endian; 8 bytes.
@@ -44,7 +45,7 @@ const MaxPermits = math.MaxUint32
 // String returns the Lua struct format name of f ("Bc0I", "Lc0I", "fI").
 func (f MemberFormat) String() string {
 	switch f {
-	case FormatCurrent:
+	case FormatBc0I:
 		return "Bc0I"
 	case FormatLc0I:
 		return "Lc0I"
@@ -54,14 +55,14 @@ func (f MemberFormat) String() string {
 	return "MemberFormat(" + strconv.Itoa(int(f)) + ")"
 }
 
-func (f MemberFormat) valid() bool { return f >= FormatCurrent && f <= FormatFI }
+func (f MemberFormat) valid() bool { return f >= FormatBc0I && f <= FormatFI }
 
 // Member is one decoded permit record.
 type Member struct {
 	// Format is the layout the record was written in.
 	Format MemberFormat
 	// Random is the part that keeps records unique: 16 bytes for
-	// FormatCurrent (8 from Redisson 3.17 to 3.20), the text or bytes of
+	// FormatBc0I (8 from Redisson 3.17 to 3.20), the text or bytes of
 	// FormatLc0I, the 4 float bytes for FormatFI.
 	Random []byte
 	// Permits is the number of permits the acquisition took.
@@ -69,15 +70,15 @@ type Member struct {
 }
 
 // EncodeMember builds a permit record. random must be 4 bytes for FormatFI
-// and 1 to 255 bytes for the others, except 3 for FormatCurrent (Redisson
-// writes 16 for FormatCurrent, 8 before 3.21): a FormatCurrent record with
+// and 1 to 255 bytes for the others, except 3 for FormatBc0I (Redisson
+// writes 16 for FormatBc0I, 8 before 3.21): a FormatBc0I record with
 // 3 random bytes is 8 bytes long and reads as FormatFI. It fails with
 // ErrInvalidArgument for another length or an unknown format, so that
 // DecodeMember gives back what EncodeMember accepted.
 func EncodeMember(f MemberFormat, random []byte, permits uint32) ([]byte, error) {
 	var out []byte
 	switch f {
-	case FormatCurrent:
+	case FormatBc0I:
 		if len(random) < 1 || len(random) > 255 {
 			return nil, invalid("Bc0I random part must be 1 to 255 bytes, got %d", len(random))
 		}
@@ -114,7 +115,7 @@ func DecodeMember(b []byte) (Member, error) {
 	case len(b) == 8:
 		return Member{Format: FormatFI, Random: b[:4], Permits: permits}, nil
 	case int(b[0]) == len(b)-5:
-		return Member{Format: FormatCurrent, Random: b[1 : len(b)-4], Permits: permits}, nil
+		return Member{Format: FormatBc0I, Random: b[1 : len(b)-4], Permits: permits}, nil
 	case len(b) >= 13 && binary.LittleEndian.Uint64(b) == uint64(len(b)-12):
 		return Member{Format: FormatLc0I, Random: b[8 : len(b)-4], Permits: permits}, nil
 	}

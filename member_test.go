@@ -17,8 +17,8 @@ func TestMemberRoundTrip(t *testing.T) {
 		random []byte
 		size   int
 	}{
-		{ratelimiter.FormatCurrent, bytes.Repeat([]byte{0xab}, 16), 21},
-		{ratelimiter.FormatCurrent, bytes.Repeat([]byte{0xcd}, 8), 13}, // Redisson 3.17 to 3.20
+		{ratelimiter.FormatBc0I, bytes.Repeat([]byte{0xab}, 16), 21},
+		{ratelimiter.FormatBc0I, bytes.Repeat([]byte{0xcd}, 8), 13}, // Redisson 3.17 to 3.20
 		{ratelimiter.FormatLc0I, []byte("-9223372036854775808"), 32},
 		{ratelimiter.FormatLc0I, bytes.Repeat([]byte{7}, 8), 20}, // raw bytes, as 3.16.4 to 3.16.8 write
 		{ratelimiter.FormatFI, []byte{1, 2, 3, 4}, 8},
@@ -39,9 +39,9 @@ func TestMemberErrors(t *testing.T) {
 		f      ratelimiter.MemberFormat
 		random []byte
 	}{
-		{ratelimiter.FormatCurrent, nil},
-		{ratelimiter.FormatCurrent, make([]byte, 256)},
-		{ratelimiter.FormatCurrent, make([]byte, 3)}, // 8 bytes would read as fI
+		{ratelimiter.FormatBc0I, nil},
+		{ratelimiter.FormatBc0I, make([]byte, 256)},
+		{ratelimiter.FormatBc0I, make([]byte, 3)}, // 8 bytes would read as fI
 		{ratelimiter.FormatLc0I, nil},
 		{ratelimiter.FormatFI, make([]byte, 8)},
 		{ratelimiter.MemberFormat(9), make([]byte, 4)},
@@ -53,7 +53,7 @@ func TestMemberErrors(t *testing.T) {
 		_, err := ratelimiter.DecodeMember(b)
 		require.ErrorIs(t, err, ratelimiter.ErrCorruptState, "%x", b)
 	}
-	require.Equal(t, "Bc0I", ratelimiter.FormatCurrent.String())
+	require.Equal(t, "Bc0I", ratelimiter.FormatBc0I.String())
 	require.Equal(t, "Lc0I", ratelimiter.FormatLc0I.String())
 	require.Equal(t, "fI", ratelimiter.FormatFI.String())
 	require.Equal(t, "MemberFormat(9)", ratelimiter.MemberFormat(9).String())

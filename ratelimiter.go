@@ -64,7 +64,7 @@ func WithNameMapper(m func(string) string) Option {
 }
 
 // WithMemberFormat sets the permit record format this client writes; the
-// default is FormatCurrent (Redisson 3.21.0 and later). Records of every
+// default is FormatBc0I (Redisson 3.21.0 and later). Records of every
 // format are read whatever this is set to.
 func WithMemberFormat(f MemberFormat) Option {
 	return func(c *Client) {
@@ -122,7 +122,7 @@ func WithMaxBatch(n int) Option {
 // do not panic: every call then fails with an error matching
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, format: FormatCurrent, clock: time.Now, maxBatch: defaultMaxBatch}
+	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch}
 	for _, o := range opts {
 		if o == nil {
 			c.err = errors.Join(c.err, invalid("nil option"))

@@ -12,7 +12,7 @@ import (
 )
 
 func redisZ(permits uint32) redis.Z {
-	m, _ := ratelimiter.EncodeMember(ratelimiter.FormatCurrent, make([]byte, 16), permits)
+	m, _ := ratelimiter.EncodeMember(ratelimiter.FormatBc0I, make([]byte, 16), permits)
 	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: m}
 }
 

@@ -38,7 +38,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
 	fs.StringVar(&g.clientID, "client-id", "", "client id naming this client's PER_CLIENT keys (default: a new random UUID)")
 	fs.StringVar(&g.prefix, "name-prefix", "", "prefix put before every limiter name, like a Redisson NameMapper that adds one")
-	fs.StringVar(&g.format, "format", "current", "permit record format to write: current (Redisson >= 3.21), lc0i (3.16.4-3.20), fi (<= 3.16.3)")
+	fs.StringVar(&g.format, "format", "current", "permit record format to write: bc0i or current (Redisson >= 3.17), lc0i (3.16.4-3.16.8), fi (<= 3.16.3)")
 	fs.StringVar(&g.output, "o", "table", "output: table or json")
 	fs.StringVar(&g.output, "output", "table", "same as -o")
 	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
@@ -90,7 +90,7 @@ func (g *globals) loadCA() error {
 func parseFormat(s string) (ratelimiter.MemberFormat, error) {
 	switch strings.ToLower(s) {
 	case "current", "bc0i":
-		return ratelimiter.FormatCurrent, nil
+		return ratelimiter.FormatBc0I, nil
 	case "lc0i":
 		return ratelimiter.FormatLc0I, nil
 	case "fi":

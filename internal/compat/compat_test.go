@@ -509,10 +509,10 @@ func TestErrorsAgree(t *testing.T) {
 }
 
 // TestMemberFormatMatters shows why the Go client must write the format the
-// Java fleet unpacks. Redisson 3.20.1 unpacks "Bc0I": it reads FormatCurrent
+// Java fleet unpacks. Redisson 3.20.1 unpacks "Bc0I": it reads FormatBc0I
 // records right and misreads FormatLc0I ones (the layout the first written spec
 // attributes to 3.16.4-3.20.x). Redisson 3.16.8 unpacks "Lc0I": it reads
-// FormatLc0I records right, while a FormatCurrent record makes its scripts
+// FormatLc0I records right, while a FormatBc0I record makes its scripts
 // fail (the first 8 bytes, read as the length, point far past the record).
 // formatFor picks the readable format for each.
 func TestMemberFormatMatters(t *testing.T) {
@@ -520,8 +520,8 @@ func TestMemberFormatMatters(t *testing.T) {
 		v            string
 		right, wrong ratelimiter.MemberFormat
 	}{
-		{"3.20.1", ratelimiter.FormatCurrent, ratelimiter.FormatLc0I},
-		{"3.16.8", ratelimiter.FormatLc0I, ratelimiter.FormatCurrent},
+		{"3.20.1", ratelimiter.FormatBc0I, ratelimiter.FormatLc0I},
+		{"3.16.8", ratelimiter.FormatLc0I, ratelimiter.FormatBc0I},
 	} {
 		t.Run(vc.v, func(t *testing.T) {
 			if formatFor(vc.v) != vc.right {

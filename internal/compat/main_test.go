@@ -118,7 +118,7 @@ func rdb(t testing.TB) *redis.Client {
 
 // formatFor is the member format a Go client must write next to a Redisson
 // version (observed; see observedFormat and TestMemberFormatMatters).
-// 3.20.1 unpacks "Bc0I", which reads the library's 16-byte FormatCurrent
+// 3.20.1 unpacks "Bc0I", which reads the library's 16-byte FormatBc0I
 // records correctly and misreads FormatLc0I ones; 3.16.8 unpacks "Lc0I", so
 // it needs FormatLc0I; 3.16.3 unpacks "fI".
 func formatFor(version string) ratelimiter.MemberFormat {
@@ -128,7 +128,7 @@ func formatFor(version string) ratelimiter.MemberFormat {
 	case "3.16.3":
 		return ratelimiter.FormatFI
 	}
-	return ratelimiter.FormatCurrent
+	return ratelimiter.FormatBc0I
 }
 
 // versionAtLeast compares dotted versions numerically.

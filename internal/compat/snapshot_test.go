@@ -121,7 +121,7 @@ func TestSnapshotEncoderLayout(t *testing.T) {
 		for _, permits := range []uint32{1, 7, 1 << 16, 4294967295} {
 			var random []byte
 			switch f {
-			case ratelimiter.FormatCurrent:
+			case ratelimiter.FormatBc0I:
 				random = bytes.Repeat([]byte{0xa5}, 16)
 			case ratelimiter.FormatLc0I:
 				random = []byte("-1234567890123456789")
@@ -150,9 +150,9 @@ func TestSnapshotEncoderLayout(t *testing.T) {
 // unpack format, so formatFor's choice is the only one that works.
 func TestSnapshotOtherFormatsMisread(t *testing.T) {
 	randoms := map[ratelimiter.MemberFormat][]byte{
-		ratelimiter.FormatCurrent: bytes.Repeat([]byte{0xa5}, 16),
-		ratelimiter.FormatLc0I:    []byte("-1234567890123456789"),
-		ratelimiter.FormatFI:      {0x00, 0x00, 0x80, 0x5e},
+		ratelimiter.FormatBc0I: bytes.Repeat([]byte{0xa5}, 16),
+		ratelimiter.FormatLc0I: []byte("-1234567890123456789"),
+		ratelimiter.FormatFI:   {0x00, 0x00, 0x80, 0x5e},
 	}
 	for v, s := range loadSnapshots(t) {
 		for f, random := range randoms {
