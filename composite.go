@@ -52,7 +52,7 @@ func (c *Client) All(names ...string) *Composite {
 		r := c.Limiter(name)
 		a.parts = append(a.parts, r)
 		if r.err != nil {
-			a.err = errors.Join(a.err, fmt.Errorf("limiter %q: %w", name, r.err))
+			a.err = errors.Join(a.err, r.wrap(r.err))
 			continue
 		}
 		if other, dup := seen[r.keys.Config]; dup {
@@ -176,8 +176,13 @@ func (a *Composite) check(err error) error {
 
 // decided reports d, ended with err, to the Client's hooks (one Decision
 // per composite acquisition, Limiter being the names joined by "+") and
-// returns err.
+// returns err. An error that names no part (Redis's, the context's, bad
+// arguments) names the composite as Decision.Limiter does.
 func (a *Composite) decided(d Decision, err error) error {
+	var le *LimiterError
+	if err != nil && !errors.As(err, &le) {
+		err = &LimiterError{Limiter: a.name, Err: err}
+	}
 	d.Err = err
 	a.c.decided(d)
 	return err

@@ -62,10 +62,8 @@ func (a *Composite) scriptError(err error) error {
 	return a.partError(p-1, sentinel)
 }
 
-// partError wraps err with the name of part i.
-func (a *Composite) partError(i int, err error) error {
-	return fmt.Errorf("limiter %q: %w", a.parts[i].name, err)
-}
+// partError names part i in err.
+func (a *Composite) partError(i int, err error) error { return a.parts[i].wrap(err) }
 
 // parse reads the script's reply (see lua/acquire_all.lua). Form '0' is
 // the single limiter's.

@@ -2,6 +2,7 @@ package ratelimiter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -171,7 +172,9 @@ func TestCompositeErrors(t *testing.T) {
 			for op, call := range compositeCalls(c.All(p[0].Name(), missing), 1) {
 				err := call()
 				require.ErrorIs(t, err, ratelimiter.ErrNotInitialized, op)
-				require.Contains(t, err.Error(), fmt.Sprintf("%q", missing), op)
+				var le *ratelimiter.LimiterError
+				require.ErrorAs(t, err, &le, op)
+				require.Equal(t, missing, le.Limiter, op)
 			}
 			require.Equal(t, before, snapshot(t, rdb, p[0]), "nothing taken from the configured part")
 
@@ -201,6 +204,9 @@ func TestCompositeErrors(t *testing.T) {
 	a := c.All(p[0].Name(), p[1].Name())
 	_, err := a.TryAcquireTimeout(ctx, 1, -time.Second)
 	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+	var le *ratelimiter.LimiterError
+	require.True(t, errors.As(err, &le))
+	require.Equal(t, p[0].Name()+"+"+p[1].Name(), le.Limiter, "an error of no one part names the composite")
 	for _, n := range []int64{0, -1, ratelimiter.MaxPermits + 1} {
 		for op, call := range compositeCalls(a, n) {
 			require.ErrorIs(t, call(), ratelimiter.ErrInvalidArgument, "%s(%d)", op, n)
