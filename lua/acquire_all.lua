@@ -35,7 +35,8 @@
 -- check runs before the first write. The work per part is bounded as in
 -- acquire.lua; Go sends at most MaxParts parts. This script stands alone
 -- like acquire.lua, and its per-part blocks implement the same rules as
--- acquire.lua (state_test.go checks that both agree on budgets).
+-- acquire.lua (TestScriptsAgree in reliability_test.go feeds both, and
+-- lib.lua, the same states and expects the same budget).
 
 local MAX = 9007199254740991
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
