@@ -164,3 +164,26 @@ func ExampleLimiter_UpdateRate() {
 	fmt.Println(ok, n)
 	// Output: true 16
 }
+
+// A per-second and a per-hour limit in one call: permits come from both or
+// from neither.
+func ExampleClient_All() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb)
+	sec, hour := client.Limiter("example:{42}:sec"), client.Limiter("example:{42}:hour")
+	defer sec.Delete(ctx)
+	defer hour.Delete(ctx)
+	sec.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	hour.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Hour})
+
+	quota := client.All("example:{42}:sec", "example:{42}:hour")
+	for i := 0; i < 4; i++ {
+		ok, _ := quota.TryAcquire(ctx, 1)
+		fmt.Print(ok, " ")
+	}
+	left, _ := sec.AvailablePermits(ctx)
+	fmt.Println(left)
+	// Output: true true true false 7
+}
