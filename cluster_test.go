@@ -216,7 +216,7 @@ func TestCluster(t *testing.T) {
 		require.NotEqual(t, sa, sb, "premise: the names hash to different slots")
 		calls := func() (n int64) {
 			for _, node := range c.Nodes() {
-				n += scriptCalls(t, nodeRedis(t, node))
+				n += redistest.ScriptCalls(t, nodeRedis(t, node))
 			}
 			return n
 		}
