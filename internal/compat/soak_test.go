@@ -26,7 +26,7 @@ import (
 // fault every few seconds against its own redis-server: CLIENT KILL, DEBUG
 // SLEEP, SCRIPT FLUSH, and a restart that keeps the data (AOF). It checks,
 // from every permit record ever seen, that no window of the interval less
-// the protocol's stamp slack (stampTolerance) holds more than the rate;
+// soakSlack holds more than the rate;
 // that no Go call returns later than its deadline + 50 ms, except during a
 // measured stall of this process; and that goroutines come back to where
 // they were.
@@ -218,12 +218,13 @@ func TestSoak(t *testing.T) {
 	sort.Strings(names)
 	for _, name := range names {
 		w := watch[name]
-		worst, at := w.worst(w.interval - stampTolerance*time.Millisecond)
 		full, _ := w.worst(w.interval)
-		t.Logf("SOAK %s: %d records, worst %v window %d (at %d), worst %v window %d; rate %d",
-			name, len(w.seen), w.interval-stampTolerance*time.Millisecond, worst, at, w.interval, full, cfgs[name].Rate)
+		tol, _ := w.worst(w.interval - stampTolerance*time.Millisecond)
+		worst, at := w.worst(w.interval - soakSlack)
+		t.Logf("SOAK %s: %d records; most permits in a window of %v: %d, of %v: %d, of %v: %d (at %d); rate %d",
+			name, len(w.seen), w.interval, full, w.interval-stampTolerance*time.Millisecond, tol, w.interval-soakSlack, worst, at, cfgs[name].Rate)
 		if worst > cfgs[name].Rate {
-			t.Errorf("%s: %d permits within %v, rate %d", name, worst, w.interval-stampTolerance*time.Millisecond, cfgs[name].Rate)
+			t.Errorf("%s: %d permits within %v, rate %d", name, worst, w.interval-soakSlack, cfgs[name].Rate)
 		}
 	}
 	if late.Load() > 0 {
@@ -237,6 +238,13 @@ func TestSoak(t *testing.T) {
 		t.Errorf("%d goroutines after the soak, %d before", n, baseline)
 	}
 }
+
+// soakSlack is the stamp slack of the mixed load (stampTolerance) plus the
+// longest fault that holds Redis still (DEBUG SLEEP 0.2): calls that read
+// their clock before the pause run after it, in any order, so a record can
+// land up to the pause inside a window that a later-stamped call already
+// closed (README, "Racing calls and the window edge").
+const soakSlack = stampTolerance*time.Millisecond + 200*time.Millisecond
 
 // seenRecord is a permit record as last seen.
 type seenRecord struct {
