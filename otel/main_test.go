@@ -99,4 +99,3 @@ func histCount(t testing.TB, agg metricdata.Aggregation, want map[string]string)
 	}
 	return 0, 0
 }
-
