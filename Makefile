@@ -7,7 +7,7 @@ GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_UPDATED := /tmp/.ratelimiter-apt-updated
 
-.PHONY: demo test deps deps-redis deps-java peer vet bench
+.PHONY: demo test deps deps-redis deps-java peer vet bench soak
 
 demo: deps-redis
 	$(GO) run ./cmd/ratelimiter demo
@@ -22,6 +22,11 @@ test: deps vet
 # Redis time per TryAcquire next to a one-command script (see bench_test.go).
 bench: deps-redis
 	$(GO) test -run '^$$' -bench RedisTime -benchtime 20000x .
+
+# Ten minutes of Go and Java Redisson 4.7.0 on three limiters with faults
+# (internal/compat TestSoak); the test suite runs it for 60 s.
+soak: deps
+	SOAK_DURATION=$${SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 20m -run TestSoak -v ./internal/compat
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

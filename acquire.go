@@ -57,7 +57,7 @@ func (r *Limiter) try(ctx context.Context, n int64, detail bool) (Result, error)
 	}
 	var a answer
 	if r.c.maxBatch == 1 {
-		a = r.direct(ctx, n, detail)
+		a = direct(ctx, r, n, detail)
 	} else {
 		a = r.c.submit(newRequest(ctx, r, n, detail))
 	}
@@ -117,9 +117,9 @@ func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time, op Op) (bo
 	var err error
 	if err = ctx.Err(); err == nil {
 		if r.c.maxBatch == 1 {
-			ok, err = r.waitDirect(ctx, n, limit, &d)
+			ok, err = waitDirect(ctx, r, n, limit, &d)
 		} else {
-			ok, err = r.waitQueued(ctx, n, limit, &d)
+			ok, err = r.c.waitQueued(ctx, r, n, limit, &d)
 		}
 	}
 	d.Granted = ok

@@ -29,21 +29,29 @@ type batchReply struct {
 
 // decide runs the acquire script once for the permits ns, in order, and
 // returns one verdict for each. form is formSingle (len(ns) must be 1),
-// formTable or formStrict. A record collision is retried with a fresh
-// record; nothing was granted by the colliding call.
+// formTable or formStrict.
 func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchReply {
+	return r.c.decideWith(ctx, form, ns, r.evalAcquire, parseVerdicts)
+}
+
+// decideWith runs an acquire script through eval (ARGV: now, permit
+// record, form, permits) and reads its reply with parse. A record
+// collision is retried with a fresh record; nothing was granted by the
+// colliding call.
+func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
+	eval func(context.Context, ...any) (any, error), parse func(any, string, []int64) ([]verdict, error)) batchReply {
 	args := make([]any, 0, 3+len(ns))
 	args = append(args, 0, nil, form)
 	for _, n := range ns {
 		args = append(args, n)
 	}
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = r.nowMillis(), newPrefix(r.c.format)
+		args[0], args[1] = c.clock().UnixMilli(), newPrefix(c.format)
 		if form == formSingle {
-			args[1] = newMember(r.c.format, uint32(ns[0]))
+			args[1] = newMember(c.format, uint32(ns[0]))
 		}
 		start := time.Now()
-		reply, err := r.evalAcquire(ctx, args...)
+		reply, err := eval(ctx, args...)
 		b := batchReply{roundTrip: time.Since(start)}
 		var ackErr *ReplicaAckError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
@@ -53,7 +61,7 @@ func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchRepl
 		if v, ok := reply.(int64); ok && v == -1 {
 			continue
 		}
-		b.verdicts, b.err = parseVerdicts(reply, form, ns)
+		b.verdicts, b.err = parse(reply, form, ns)
 		for i := range b.verdicts {
 			if ackErr != nil && b.verdicts[i].res.Granted {
 				// Granted by the master, not acknowledged: see ReplicaAckError.

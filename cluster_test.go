@@ -191,6 +191,49 @@ func TestCluster(t *testing.T) {
 		testReplicaAck(ctx, t, rdb, 1)
 	})
 
+	t.Run("Composite", func(t *testing.T) {
+		// Parts named with one hash tag share a slot and work as one;
+		// parts in different slots fail with ErrCrossSlot, sending nothing.
+		cli := ratelimiter.NewClient(rdb)
+		cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 5, Interval: time.Hour}
+		for _, name := range []string{"user:{cl-42}:sec", "user:{cl-42}:hour", "cl-all-a", "cl-all-b"} {
+			_, err := cli.Limiter(name).TrySetRate(ctx, cfg)
+			require.NoError(t, err)
+		}
+		ok, err := cli.All("user:{cl-42}:sec", "user:{cl-42}:hour").TryAcquire(ctx, 2)
+		require.NoError(t, err)
+		require.True(t, ok)
+		for _, name := range []string{"user:{cl-42}:sec", "user:{cl-42}:hour"} {
+			n, err := cli.Limiter(name).AvailablePermits(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 3, n, name)
+		}
+
+		sa, err := c.KeySlot(ctx, "cl-all-a")
+		require.NoError(t, err)
+		sb, err := c.KeySlot(ctx, "cl-all-b")
+		require.NoError(t, err)
+		require.NotEqual(t, sa, sb, "premise: the names hash to different slots")
+		calls := func() (n int64) {
+			for _, node := range c.Nodes() {
+				n += redistest.ScriptCalls(t, nodeRedis(t, node))
+			}
+			return n
+		}
+		before := calls()
+		for op, call := range compositeCalls(cli.All("cl-all-a", "cl-all-b"), 1) {
+			err := call()
+			require.ErrorIs(t, err, ratelimiter.ErrCrossSlot, op)
+			require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, op)
+		}
+		require.Equal(t, before, calls(), "no script call was sent")
+		for _, name := range []string{"cl-all-a", "cl-all-b"} {
+			n, err := cli.Limiter(name).AvailablePermits(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 5, n, name)
+		}
+	})
+
 	t.Run("SlotMigration", func(t *testing.T) {
 		// Move a limiter's slot to another master while it is in use: the
 		// client gets MOVED, follows it, and the limiter keeps its state.
@@ -480,6 +523,29 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 	// deadline; the call returns at the deadline instead.
 	require.Truef(t, errors.Is(err, ratelimiter.ErrReplicaAck) || errors.Is(err, context.DeadlineExceeded), "err = %v", err)
 	require.Less(t, time.Since(start), time.Second, "WAIT must not outlast the context's deadline by far")
+
+	// A composite: its one script call writes every part, and its one
+	// WAIT covers them all.
+	allAcked := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas, time.Second))
+	for _, name := range []string{"{ack}:all-1", "{ack}:all-2"} {
+		_, err = allAcked.Limiter(name).TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
+		require.NoError(t, err)
+	}
+	ok, err = allAcked.All("{ack}:all-1", "{ack}:all-2").TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	allShort := ratelimiter.NewClient(rdb, ratelimiter.WithReplicaAck(replicas+1, 30*time.Millisecond))
+	ok, err = allShort.All("{ack}:all-1", "{ack}:all-2").TryAcquire(ctx, 3)
+	require.False(t, ok)
+	require.ErrorIs(t, err, ratelimiter.ErrReplicaAck)
+	res, err = allShort.All("{ack}:all-1", "{ack}:all-2").Allow(ctx, 9)
+	require.NoError(t, err, "a refusal waits for nothing")
+	require.False(t, res.Granted)
+	for _, name := range []string{"{ack}:all-1", "{ack}:all-2"} {
+		avail, err := allAcked.Limiter(name).AvailablePermits(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 5, avail, "%s: both grants' permits are taken", name)
+	}
 
 	// Latency with and without, one call at a time.
 	const n = 1000

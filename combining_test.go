@@ -3,7 +3,6 @@ package ratelimiter_test
 import (
 	"context"
 	"encoding/binary"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // eventually polls cond every few ms for up to 10 s.
@@ -249,7 +249,7 @@ func TestWaitersOneCallPerWake(t *testing.T) {
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	records := sampleRecords(t, newRedis(t), l.Keys().Permits, stop)
-	calls := scriptCalls(t, rdb)
+	calls := redistest.ScriptCalls(t, rdb)
 
 	var granted atomic.Int64
 	var wg sync.WaitGroup
@@ -266,30 +266,10 @@ func TestWaitersOneCallPerWake(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
-	made := scriptCalls(t, rdb) - calls
+	made := redistest.ScriptCalls(t, rdb) - calls
 	checkWindows(t, <-records, rate, interval)
 	t.Logf("%d grants, %d script calls: %.2f calls per grant", granted.Load(), made, float64(made)/float64(granted.Load()))
 	require.GreaterOrEqual(t, granted.Load(), int64(rate*5), "two seconds of a 50/s limiter")
 	require.LessOrEqual(t, float64(made)/float64(granted.Load()), 1.2)
 	eventually(t, "lane dropped", func() bool { return ratelimiter.Lanes(c) == 0 })
-}
-
-// scriptCalls returns the server's EVALSHA and EVAL calls so far.
-func scriptCalls(t testing.TB, rdb *redis.Client) int64 {
-	t.Helper()
-	info := rdb.Info(context.Background(), "commandstats").Val()
-	var total int64
-	for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-		if i := strings.Index(info, cmd); i >= 0 {
-			var n int64
-			for _, ch := range info[i+len(cmd):] {
-				if ch < '0' || ch > '9' {
-					break
-				}
-				n = n*10 + int64(ch-'0')
-			}
-			total += n
-		}
-	}
-	return total
 }

@@ -12,13 +12,13 @@ import (
 
 // direct makes one script call for n permits, returning when ctx is done
 // even while Redis stalls (bounded).
-func (r *Limiter) direct(ctx context.Context, n int64, detail bool) answer {
+func direct(ctx context.Context, p target, n int64, detail bool) answer {
 	form := formSingle
 	if detail {
 		form = formTable
 	}
 	b, err := bounded(ctx, func() (batchReply, error) {
-		b := r.decide(ctx, form, []int64{n})
+		b := p.decide(ctx, form, []int64{n})
 		return b, b.err
 	})
 	a := answer{err: err, roundTrip: b.roundTrip, batch: 1}
@@ -29,7 +29,7 @@ func (r *Limiter) direct(ctx context.Context, n int64, detail bool) answer {
 }
 
 // waitDirect is wait without combining.
-func (r *Limiter) waitDirect(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
+func waitDirect(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (bool, error) {
 	ctxDeadline, hasDeadline := ctx.Deadline()
 	var timer *time.Timer
 	defer func() {
@@ -41,7 +41,7 @@ func (r *Limiter) waitDirect(ctx context.Context, n int64, limit time.Time, d *D
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		a := r.direct(ctx, n, false)
+		a := direct(ctx, p, n, false)
 		d.RoundTrip, d.Batch = a.roundTrip, a.batch
 		if err := firstErr(a.err, a.v.err); err != nil || a.v.res.Granted {
 			return a.v.res.Granted, err

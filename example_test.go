@@ -4,12 +4,56 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
 )
+
+// must stops an example on an error; real code handles it.
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// A service and a Java service share one limiter: the same name gives the
+// same keys. Many goroutines may use one Client: their acquisitions of a
+// limiter share script calls.
+func Example() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb)
+
+	limiter := client.Limiter("example:package")
+	defer limiter.Delete(ctx)
+	// Java: redisson.getRateLimiter("example:package").trySetRate(RateType.OVERALL, 10, Duration.ofSeconds(1))
+	_, err := limiter.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	must(err)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted := 0
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := limiter.TryAcquire(ctx, 1)
+			must(err)
+			if ok {
+				mu.Lock()
+				granted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println("granted", granted, "of 20")
+	// Output: granted 10 of 20
+}
 
 // Share a limiter with Java services: the same name, the same keys.
 func ExampleNewClient() {
@@ -31,13 +75,15 @@ func ExampleLimiter_TryAcquire() {
 	defer rdb.Close()
 	limiter := ratelimiter.NewClient(rdb).Limiter("example:try-acquire")
 	defer limiter.Delete(ctx)
-	limiter.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
+	must(limiter.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute}))
 
 	for i := 0; i < 3; i++ {
-		ok, _ := limiter.TryAcquire(ctx, 1)
+		ok, err := limiter.TryAcquire(ctx, 1)
+		must(err)
 		fmt.Print(ok, " ")
 	}
-	ok, _ := limiter.TryAcquire(ctx, 1)
+	ok, err := limiter.TryAcquire(ctx, 1)
+	must(err)
 	fmt.Println(ok)
 	// Output: true true true false
 }
@@ -49,15 +95,17 @@ func ExampleLimiter_Allow() {
 	defer rdb.Close()
 	limiter := ratelimiter.NewClient(rdb).Limiter("example:allow")
 	defer limiter.Delete(ctx)
-	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	must(limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour}))
 
-	limiter.Allow(ctx, 1)
 	res, err := limiter.Allow(ctx, 1)
-	if err != nil {
-		panic(err)
-	}
+	must(err)
+	fmt.Println(res.Granted, res.Limit, res.Remaining)
+	res, err = limiter.Allow(ctx, 1)
+	must(err)
 	fmt.Println(res.Granted, res.RetryAfter > 59*time.Minute)
-	// Output: false true
+	// Output:
+	// true 1 0
+	// false true
 }
 
 // Acquire waits for permits; with a context deadline that the wait cannot
@@ -68,7 +116,7 @@ func ExampleLimiter_Acquire() {
 	defer rdb.Close()
 	limiter := ratelimiter.NewClient(rdb).Limiter("example:acquire")
 	defer limiter.Delete(ctx)
-	limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	must(limiter.SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour}))
 
 	fmt.Println(limiter.Acquire(ctx, 1))
 	ctx2, cancel := context.WithTimeout(ctx, time.Second)
@@ -86,7 +134,7 @@ func ExampleLimiter_TryAcquireTimeout() {
 	defer rdb.Close()
 	limiter := ratelimiter.NewClient(rdb).Limiter("example:try-acquire-timeout")
 	defer limiter.Delete(ctx)
-	limiter.SetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 100 * time.Millisecond})
+	must(limiter.SetRate(ctx, ratelimiter.Config{Rate: 2, Interval: 100 * time.Millisecond}))
 
 	ok, err := limiter.TryAcquireTimeout(ctx, 2, time.Second)
 	fmt.Println(ok, err)
@@ -104,12 +152,38 @@ func ExampleLimiter_UpdateRate() {
 	defer rdb.Close()
 	limiter := ratelimiter.NewClient(rdb).Limiter("example:update-rate")
 	defer limiter.Delete(ctx)
-	limiter.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Minute})
-	limiter.TryAcquire(ctx, 4)
+	must(limiter.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Minute}))
+	_, err := limiter.TryAcquire(ctx, 4)
+	must(err)
 
 	// Raise the rate without forgetting the 4 permits already taken.
-	ok, _ := limiter.UpdateRate(ctx, ratelimiter.Config{Rate: 20, Interval: time.Minute}, ratelimiter.KeepState())
-	n, _ := limiter.AvailablePermits(ctx)
+	ok, err := limiter.UpdateRate(ctx, ratelimiter.Config{Rate: 20, Interval: time.Minute}, ratelimiter.KeepState())
+	must(err)
+	n, err := limiter.AvailablePermits(ctx)
+	must(err)
 	fmt.Println(ok, n)
 	// Output: true 16
+}
+
+// A per-second and a per-hour limit in one call: permits come from both or
+// from neither.
+func ExampleClient_All() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb)
+	sec, hour := client.Limiter("example:{42}:sec"), client.Limiter("example:{42}:hour")
+	defer sec.Delete(ctx)
+	defer hour.Delete(ctx)
+	sec.SetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	hour.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Hour})
+
+	quota := client.All("example:{42}:sec", "example:{42}:hour")
+	for i := 0; i < 4; i++ {
+		ok, _ := quota.TryAcquire(ctx, 1)
+		fmt.Print(ok, " ")
+	}
+	left, _ := sec.AvailablePermits(ctx)
+	fmt.Println(left)
+	// Output: true true true false 7
 }

@@ -7,7 +7,7 @@ package ratelimiter
 func Pending(l *Limiter) int {
 	l.c.lanes.mu.Lock()
 	defer l.c.lanes.mu.Unlock()
-	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+	if ln := l.c.lanes.m[l.laneKey()]; ln != nil {
 		return len(ln.pending)
 	}
 	return 0
@@ -18,11 +18,37 @@ func Pending(l *Limiter) int {
 func Waiters(l *Limiter) int {
 	l.c.lanes.mu.Lock()
 	defer l.c.lanes.mu.Unlock()
-	if ln := l.c.lanes.m[l.keys.Config]; ln != nil {
+	if ln := l.c.lanes.m[l.laneKey()]; ln != nil {
 		return len(ln.waiting) + ln.flying
 	}
 	return 0
 }
+
+// CompositePending is Pending for the lane of a composite's set of parts.
+func CompositePending(a *Composite) int {
+	a.c.lanes.mu.Lock()
+	defer a.c.lanes.mu.Unlock()
+	if ln := a.c.lanes.m[a.laneKey()]; ln != nil {
+		return len(ln.pending)
+	}
+	return 0
+}
+
+// CompositeWaiters is Waiters for a composite's set of parts.
+func CompositeWaiters(a *Composite) int {
+	a.c.lanes.mu.Lock()
+	defer a.c.lanes.mu.Unlock()
+	if ln := a.c.lanes.m[a.laneKey()]; ln != nil {
+		return len(ln.waiting) + ln.flying
+	}
+	return 0
+}
+
+// AcquireAllSource is lua/acquire_all.lua.
+var AcquireAllSource = luaAcquireAll
+
+// GrantedAny is grantedAny.
+var GrantedAny = grantedAny
 
 // Lanes returns how many limiters c keeps combining state for, after
 // dropping the idle ones as a sweep in lanes.get does.

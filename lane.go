@@ -67,9 +67,26 @@ const (
 	reqGone
 )
 
+// target is what a lane's script calls act on: one limiter (*Limiter) or
+// several at once (*Composite).
+type target interface {
+	// laneKey names the target's lane; targets with equal keys share one.
+	laneKey() string
+	// decide makes one script call for the permits ns (batch.go).
+	decide(ctx context.Context, form string, ns []int64) batchReply
+	// giveBack releases n permits granted to callers that had gone.
+	giveBack(ctx context.Context, n int64) error
+}
+
+// laneKey is "1" and the config key: composites' lane keys begin with
+// another byte (composite.go).
+func (r *Limiter) laneKey() string { return "1" + r.keys.Config }
+
+func (r *Limiter) giveBack(ctx context.Context, n int64) error { return r.Release(ctx, n) }
+
 // request is one acquisition waiting for a script call.
 type request struct {
-	r      *Limiter
+	p      target
 	n      int64
 	detail bool // Allow: the reply must carry Limit, Interval and ResetAfter
 	ctx    context.Context
@@ -90,8 +107,8 @@ type answer struct {
 	waited    time.Duration
 }
 
-func newRequest(ctx context.Context, r *Limiter, n int64, detail bool) *request {
-	return &request{r: r, n: n, detail: detail, ctx: ctx, done: make(chan answer, 1)}
+func newRequest(ctx context.Context, p target, n int64, detail bool) *request {
+	return &request{p: p, n: n, detail: detail, ctx: ctx, done: make(chan answer, 1)}
 }
 
 // answer delivers a to q unless its caller has gone; it reports whether q
@@ -111,7 +128,7 @@ func (q *request) answer(a answer) bool {
 // or for its context.
 func (c *Client) submit(q *request) answer {
 	c.lanes.mu.Lock()
-	l := c.lanes.get(q.r.keys.Config)
+	l := c.lanes.get(q.p.laneKey())
 	if l.busy {
 		l.pending = append(l.pending, q)
 		c.lanes.mu.Unlock()
@@ -252,7 +269,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	case len(batch) == 1 && !batch[0].detail:
 		form = formSingle
 	}
-	b := c.call(ctx, leave, batch[0].r, form, ns)
+	b := c.call(ctx, leave, batch[0].p, form, ns)
 	var refused []*request
 	var hints []time.Duration
 	var giveBack int64
@@ -273,7 +290,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 		c.requeue(l, len(batch), refused, hints, b.roundTrip)
 	}
 	if giveBack > 0 {
-		c.giveBack(batch[0].r, giveBack)
+		c.giveBack(batch[0].p, giveBack)
 	}
 }
 
@@ -283,16 +300,16 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 // lane: the next batch goes on a fresh call. What the abandoned call
 // grants, when it ends, is given back: its callers have been answered with
 // their context's error.
-func (c *Client) call(ctx, leave context.Context, r *Limiter, form string, ns []int64) batchReply {
+func (c *Client) call(ctx, leave context.Context, p target, form string, ns []int64) batchReply {
 	var left <-chan struct{}
 	if leave != nil {
 		left = leave.Done()
 	}
 	if ctx.Done() == nil && left == nil {
-		return r.decide(ctx, form, ns)
+		return p.decide(ctx, form, ns)
 	}
 	done := make(chan batchReply, 1)
-	go func() { done <- r.decide(ctx, form, ns) }()
+	go func() { done <- p.decide(ctx, form, ns) }()
 	var err error
 	select {
 	case b := <-done:
@@ -311,7 +328,7 @@ func (c *Client) call(ctx, leave context.Context, r *Limiter, form string, ns []
 			}
 		}
 		if granted > 0 {
-			c.giveBack(r, granted)
+			c.giveBack(p, granted)
 		}
 	}()
 	return batchReply{err: err}
@@ -324,10 +341,10 @@ const giveBackTimeout = 5 * time.Second
 // giveBack releases permits that were granted to callers who had gone, so
 // that they are not lost. A failure here leaves them taken until their
 // interval ends, as any acquisition abandoned at its deadline would.
-func (c *Client) giveBack(r *Limiter, n int64) {
+func (c *Client) giveBack(p target, n int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
-	_ = r.Release(ctx, n)
+	_ = p.giveBack(ctx, n)
 }
 
 // batchContext is the context of a batch's script call: the first

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // TestLostValueKeyRecounts is issue 14's second defect: when the value key
@@ -70,7 +71,7 @@ func TestHintNeverSpins(t *testing.T) {
 			require.False(t, res.Granted)
 			require.Positive(t, res.RetryAfter)
 
-			calls := scriptCalls(t, rdb)
+			calls := redistest.ScriptCalls(t, rdb)
 			ok, err = l.TryAcquireTimeout(ctx, 1, time.Second)
 			require.NoError(t, err)
 			require.False(t, ok)
@@ -78,7 +79,7 @@ func TestHintNeverSpins(t *testing.T) {
 			err = l.Acquire(dctx, 1)
 			cancel()
 			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Equal(t, int64(2), scriptCalls(t, rdb)-calls, "one script call per wait")
+			require.Equal(t, int64(2), redistest.ScriptCalls(t, rdb)-calls, "one script call per wait")
 		})
 	}
 	require.Equal(t, time.Duration(math.MaxInt64), ratelimiter.HintDuration(math.MaxInt64))
@@ -136,9 +137,10 @@ func TestBoundedWork(t *testing.T) {
 }
 
 // TestScriptsAgree: acquire.lua carries its own copy of lib.lua's rules
-// (scripts.go). Fed the same states, the acquire path (how many single
-// permits can be taken) and lib.lua's path (AvailablePermits) see the same
-// budget.
+// (scripts.go), and acquire_all.lua applies them to each part of a
+// composite. Fed the same states, the acquire path (how many single
+// permits can be taken), a composite of the limiter alone, and lib.lua's
+// path (AvailablePermits) see the same budget.
 func TestScriptsAgree(t *testing.T) {
 	ctx := context.Background()
 	type state struct {
@@ -158,7 +160,7 @@ func TestScriptsAgree(t *testing.T) {
 	}
 	for name, st := range states {
 		t.Run(name, func(t *testing.T) {
-			budgets := [2]int64{}
+			budgets := [3]int64{}
 			for i := range budgets {
 				l, rdb, clock := setup(t, ratelimiter.Config{Rate: rate, Interval: time.Second})
 				now := float64(clock.Millis())
@@ -175,8 +177,12 @@ func TestScriptsAgree(t *testing.T) {
 					budgets[i] = n
 					continue
 				}
+				take := l.TryAcquire
+				if i == 2 {
+					take = ratelimiter.NewClient(rdb, clock.option()).All(l.Name()).TryAcquire
+				}
 				for {
-					ok, err := l.TryAcquire(ctx, 1)
+					ok, err := take(ctx, 1)
 					require.NoError(t, err)
 					if !ok {
 						break
@@ -185,6 +191,7 @@ func TestScriptsAgree(t *testing.T) {
 				}
 			}
 			require.Equal(t, budgets[0], budgets[1], "AvailablePermits vs permits taken one by one")
+			require.Equal(t, budgets[0], budgets[2], "AvailablePermits vs permits taken one by one by a composite")
 		})
 	}
 }

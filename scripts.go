@@ -10,12 +10,15 @@ import (
 // lua/lib.lua, prepended here so that each script stays one EVALSHA. The
 // acquire script is the hot path and is sent alone: it carries its own
 // copies of lib.lua's rules (marked "mirrors lib.lua" in both files, and
-// tested to agree in state_test.go).
+// tested to agree in state_test.go). acquire_all.lua (composites) is sent
+// alone too and applies acquire.lua's rules to each part.
 var (
 	//go:embed lua/lib.lua
 	luaLib string
 	//go:embed lua/acquire.lua
 	luaAcquire string
+	//go:embed lua/acquire_all.lua
+	luaAcquireAll string
 	//go:embed lua/release.lua
 	luaRelease string
 	//go:embed lua/available.lua
@@ -30,6 +33,7 @@ var (
 
 var (
 	scriptAcquire    = redis.NewScript(luaAcquire)
+	scriptAcquireAll = redis.NewScript(luaAcquireAll)
 	scriptRelease    = redis.NewScript(luaLib + luaRelease)
 	scriptAvailable  = redis.NewScript(luaLib + luaAvailable)
 	scriptSetRate    = redis.NewScript(luaLib + luaSetRate)

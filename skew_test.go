@@ -2,134 +2,71 @@ package ratelimiter_test
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
-// skews collects what the ClockSkew hook reports.
-func skews() (chan ratelimiter.ClockSkew, ratelimiter.Option) {
-	ch := make(chan ratelimiter.ClockSkew, 100)
-	return ch, ratelimiter.WithHooks(ratelimiter.Hooks{ClockSkew: func(m ratelimiter.ClockSkew) {
-		select {
-		case ch <- m:
-		default:
+// TestClockSkewEffect measures what clocks that disagree do to the limit
+// (README, "Clocks"): two Clients, one d/2 ahead of real time and one d/2
+// behind, 4 goroutines each taking permits of one 50/s limiter for 4 s;
+// the most grants in any real one-second window:
+//
+//	go test -run TestClockSkewEffect -v .
+//
+// It asserts only the row without skew (within the stamp slack of
+// TestCombiningLimitHoldsAcrossClients); the others are measurements.
+func TestClockSkewEffect(t *testing.T) {
+	redistest.SkipIfShort(t, "the clock skew measurement")
+	const rate, interval = 50, time.Second
+	var report []string
+	for _, skew := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond} {
+		ctx := context.Background()
+		name := uniqueName(t)
+		var ls []*ratelimiter.Limiter
+		for _, off := range []time.Duration{skew / 2, -skew / 2} {
+			c := ratelimiter.NewClient(newRedis(t), ratelimiter.WithClock(func() time.Time { return time.Now().Add(off) }))
+			ls = append(ls, c.Limiter(name))
 		}
-	}})
-}
-
-func nextSkew(t *testing.T, ch chan ratelimiter.ClockSkew) ratelimiter.ClockSkew {
-	t.Helper()
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(10 * time.Second):
-		t.Fatal("no clock measurement reported in 10s")
-	}
-	return ratelimiter.ClockSkew{}
-}
-
-// aheadBy is a clock that runs d ahead of this machine's, which Redis on
-// loopback shares.
-func aheadBy(d time.Duration) ratelimiter.Option {
-	return ratelimiter.WithClock(func() time.Time { return time.Now().Add(d) })
-}
-
-// The first acquisition starts a measurement in the background; the hook
-// gets the offset of the client's clock (WithClock) from Redis TIME, the
-// shortest interval of the limiters the client used, and whether the
-// offset is large against it.
-func TestClockSkewMeasuredAtFirstUse(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		ahead time.Duration
-		large bool
-	}{
-		{700 * time.Millisecond, true},
-		{-300 * time.Millisecond, true},
-		{0, false},
-	} {
-		ch, hooks := skews()
-		c := ratelimiter.NewClient(newRedis(t), aheadBy(tc.ahead), hooks)
-		_, ok := c.ClockOffset()
-		require.False(t, ok, "no measurement before the first acquisition")
-		l := c.Limiter(uniqueName(t))
-		_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
+		_, err := ls[0].TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval})
 		require.NoError(t, err)
-		_, err = l.TryAcquire(ctx, 1)
-		require.NoError(t, err)
-
-		m := nextSkew(t, ch)
-		require.NoError(t, m.Err)
-		require.InDelta(t, float64(tc.ahead), float64(m.Offset), float64(m.Uncertainty+2*time.Millisecond),
-			"offset %v ± %v, clock ahead by %v", m.Offset, m.Uncertainty, tc.ahead)
-		require.Equal(t, time.Second, m.Interval)
-		require.Equal(t, tc.large, m.Large, "offset %v against a 1s interval", m.Offset)
-		off, ok := c.ClockOffset()
-		require.True(t, ok)
-		require.Equal(t, m.Offset, off)
-	}
-}
-
-// A fake clock that stands still is measured as itself minus Redis time.
-func TestClockSkewFakeClock(t *testing.T) {
-	clock := newFakeClock()
-	clock.Advance(-2 * time.Second)
-	ch, hooks := skews()
-	c := ratelimiter.NewClient(newRedis(t), clock.option(), hooks)
-	before := time.Now()
-	m, err := c.MeasureClock(context.Background())
-	require.NoError(t, err)
-	after := time.Now()
-	require.Equal(t, m, nextSkew(t, ch), "MeasureClock reports to the hook")
-	// Redis shares this machine's clock: its TIME lies between before and after.
-	require.LessOrEqual(t, clock.Now().Sub(after), m.Offset)
-	require.GreaterOrEqual(t, clock.Now().Sub(before), m.Offset)
-	require.Zero(t, m.Interval, "no limiter used yet")
-	require.False(t, m.Large)
-}
-
-// With a short period, acquisitions keep measuring, one measurement at a
-// time.
-func TestClockSkewRemeasured(t *testing.T) {
-	ctx := context.Background()
-	ch, hooks := skews()
-	c := ratelimiter.NewClient(newRedis(t), hooks, ratelimiter.WithClockCheck(20*time.Millisecond))
-	l := c.Limiter(uniqueName(t))
-	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 1000, Interval: time.Minute})
-	require.NoError(t, err)
-	got := 0
-	deadline := time.Now().Add(10 * time.Second)
-	for got < 3 && time.Now().Before(deadline) {
-		_, err := l.TryAcquire(ctx, 1)
-		require.NoError(t, err)
-		select {
-		case m := <-ch:
-			require.NoError(t, m.Err)
-			require.Equal(t, time.Minute, m.Interval)
-			got++
-		case <-time.After(5 * time.Millisecond):
+		var mu sync.Mutex
+		var times []int64
+		var wg sync.WaitGroup
+		end := time.Now().Add(4 * time.Second)
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					ok, err := ls[g%2].TryAcquire(ctx, 1)
+					require.NoError(t, err)
+					if ok {
+						mu.Lock()
+						times = append(times, time.Now().UnixMilli())
+						mu.Unlock()
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
+		wg.Wait()
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		worst, _ := redistest.WorstWindow(times, interval.Milliseconds())
+		slack, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
+		report = append(report, fmt.Sprintf("| ±%v | %d | %.2fx |", skew/2, worst, float64(worst)/rate))
+		if skew == 0 {
+			require.LessOrEqual(t, slack, rate, "no skew: every %v window", interval-stampSlack)
 		}
 	}
-	require.Equal(t, 3, got, "measurements reported in 10s of acquisitions")
-}
-
-// MeasureClock honours its context and reports the failure; an invalid
-// client fails before sending anything.
-func TestMeasureClockErrors(t *testing.T) {
-	ch, hooks := skews()
-	c := ratelimiter.NewClient(newRedis(t), hooks, ratelimiter.WithClockCheck(-1))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := c.MeasureClock(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, nextSkew(t, ch).Err, context.Canceled)
-	_, ok := c.ClockOffset()
-	require.False(t, ok, "a failed measurement leaves no offset")
-
-	_, err = ratelimiter.NewClient(nil).MeasureClock(context.Background())
-	require.ErrorIs(t, err, ratelimiter.ErrInvalidArgument)
+	t.Logf("CLOCK SKEW, two clients on one %d/%v limiter, 4 s:\n| clocks | most grants in one real second | vs rate |\n|---|---|---|\n%s",
+		rate, interval, strings.Join(report, "\n"))
 }

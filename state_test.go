@@ -80,6 +80,7 @@ func TestCorruptState(t *testing.T) {
 			rewrites := name != "config not a hash" && name != "permits a string"
 			refused("available", false, func() error { _, err := l.AvailablePermits(ctx); return err })
 			refused("acquire", false, func() error { _, err := l.TryAcquire(ctx, 1); return err })
+			refused("composite", false, func() error { _, err := ratelimiter.NewClient(rdb).All(l.Name()).Allow(ctx, 1); return err })
 			refused("release", records, func() error { return l.Release(ctx, 1) })
 			refused("keep state", rewrites, func() error {
 				return l.SetRate(ctx, ratelimiter.Config{Rate: 5, Interval: time.Second}, ratelimiter.KeepState())

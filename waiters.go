@@ -18,15 +18,14 @@ import (
 // not queue: they are decided in arrival order with other fresh requests
 // and may take permits that a waiter is waiting for.
 
-// wait acquires n permits for a blocking call through the lane: until
+// waitQueued acquires n permits for a blocking call through the lane: until
 // granted, until the hint passes limit (false, nil) or ctx's deadline (an
 // error), or until ctx is done. A zero limit means none.
-func (r *Limiter) waitQueued(ctx context.Context, n int64, limit time.Time, d *Decision) (bool, error) {
-	c := r.c
-	q := newRequest(ctx, r, n, false)
+func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (bool, error) {
+	q := newRequest(ctx, p, n, false)
 	q.limit = limit
 	c.lanes.mu.Lock()
-	l := c.lanes.get(r.keys.Config)
+	l := c.lanes.get(p.laneKey())
 	switch {
 	case len(l.waiting) > 0 || l.flying > 0:
 		// Behind the queued waiters, who are served first.
@@ -62,10 +61,10 @@ func (r *Limiter) waitQueued(ctx context.Context, n int64, limit time.Time, d *D
 		if err := q.beyond(wake); err != nil {
 			return false, err
 		}
-		q = newRequest(ctx, r, n, false)
+		q = newRequest(ctx, p, n, false)
 		q.limit, q.queued = limit, time.Now()
 		c.lanes.mu.Lock()
-		l = c.lanes.get(r.keys.Config)
+		l = c.lanes.get(p.laneKey())
 		l.waiting = append(l.waiting, q)
 		if len(l.waiting) == 1 && l.flying == 0 {
 			c.arm(l, wake)

@@ -49,10 +49,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,77 +66,6 @@ var ErrInvalidOption = fmt.Errorf("%w: httplimit", ratelimiter.ErrInvalidArgumen
 // ErrNoKey is passed to the error hook when the key function returns the
 // empty string; the request is then answered 400 Bad Request.
 var ErrNoKey = errors.New("httplimit: the key function returned no key for the request")
-
-// KeyFunc picks the key that names a request's limiter. Returning "" makes
-// the middleware answer 400 Bad Request (see ErrNoKey).
-type KeyFunc func(r *http.Request) string
-
-// KeyByIP keys requests by the IP address of the connection's remote end
-// (http.Request.RemoteAddr), as "ip:" + address. It ignores
-// X-Forwarded-For and similar headers, which clients can forge; behind a
-// trusted proxy that sets a header, use KeyByHeader on that header.
-func KeyByIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if host == "" {
-		return ""
-	}
-	return "ip:" + host
-}
-
-// KeyByHeader returns a KeyFunc that keys requests by the value of header
-// name (for example an API key), as name + ":" + value. It returns "" when
-// the header is absent or empty, so such requests get 400; combine it
-// with KeyFirst to fall back to another key.
-func KeyByHeader(name string) KeyFunc {
-	canon := http.CanonicalHeaderKey(name)
-	return func(r *http.Request) string {
-		v := r.Header.Get(canon)
-		if v == "" {
-			return ""
-		}
-		return canon + ":" + v
-	}
-}
-
-// KeyFirst returns a KeyFunc that tries fns in order and returns the
-// first non-empty key, or "" when every one returns "".
-func KeyFirst(fns ...KeyFunc) KeyFunc {
-	return func(r *http.Request) string {
-		for _, f := range fns {
-			if f == nil {
-				continue
-			}
-			if k := f(r); k != "" {
-				return k
-			}
-		}
-		return ""
-	}
-}
-
-// KeyByRoute returns a KeyFunc that keys requests by route, one limiter
-// per route shared by all clients: "route:" + the http.ServeMux pattern
-// that matched (r.Pattern, set when the Middleware wraps a handler
-// registered on a ServeMux, with "{" and "}" of wildcards written "<"
-// and ">"), or else "route:" + method + " " + URL path.
-// Paths are chosen by clients, so prefer wrapping registered handlers,
-// and set Config.KeepAlive so unused limiters expire. Combine it with a
-// client key by writing your own KeyFunc.
-func KeyByRoute() KeyFunc {
-	// Wildcards such as {id} become <id>: braces would make the name
-	// unsafe (and hashed), see Middleware.Name.
-	return func(r *http.Request) string {
-		if r.Pattern != "" {
-			return "route:" + routeBraces.Replace(r.Pattern)
-		}
-		return "route:" + r.Method + " " + r.URL.Path
-	}
-}
-
-var routeBraces = strings.NewReplacer("{", "<", "}", ">")
 
 // FailureMode says what the middleware does when Redis (or the limiter)
 // returns an error instead of a decision.
@@ -177,119 +104,6 @@ func FromContext(ctx context.Context) (Decision, bool) {
 	d, ok := ctx.Value(ctxKey{}).(Decision)
 	return d, ok
 }
-
-// Option configures a Middleware.
-type Option func(*Middleware)
-
-// WithKey sets the key function; the default is KeyByIP.
-func WithKey(f KeyFunc) Option {
-	return func(l *Middleware) {
-		if f == nil {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: nil key function", ErrInvalidOption))
-		}
-		l.key = f
-	}
-}
-
-// WithClientOptions passes options (client id, name mapper, member
-// format, clock) to the ratelimiter.Client the Middleware makes on rdb. Java
-// services sharing the limiters must use the same name mapping and a
-// member format they read.
-func WithClientOptions(opts ...ratelimiter.Option) Option {
-	return func(l *Middleware) {
-		for _, o := range opts {
-			if o == nil {
-				l.err = errors.Join(l.err, fmt.Errorf("%w: nil client option", ErrInvalidOption))
-				continue
-			}
-			l.copts = append(l.copts, o)
-		}
-	}
-}
-
-// WithPrefix sets the text put before every key to name its limiter; the
-// default is "http:". It must not contain '{' or '}', which would change
-// Redis Cluster hash slots.
-func WithPrefix(p string) Option {
-	return func(l *Middleware) {
-		if !safeName(p, maxKeyLen) {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, maxKeyLen))
-		}
-		l.prefix = p
-	}
-}
-
-// WithPermits sets the permits each request takes (default 1); it must be
-// from 1 to the Config's rate.
-func WithPermits(n int64) Option {
-	return func(l *Middleware) { l.permits = n }
-}
-
-// WithWait makes a request that finds no permits wait up to max for them
-// (with the library's TryAcquireTimeout) before it is refused. A request
-// whose context ends while waiting is dropped: the next handler is not
-// called. The default, 0, refuses at once.
-func WithWait(max time.Duration) Option {
-	return func(l *Middleware) {
-		if max < 0 {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: negative wait %v", ErrInvalidOption, max))
-		}
-		l.wait = max
-	}
-}
-
-// WithFailClosed makes the middleware answer 503 Service Unavailable when
-// Redis fails, instead of serving the request (FailOpen, the default).
-func WithFailClosed() Option { return WithFailureMode(FailClosed) }
-
-// WithFailureMode sets FailOpen or FailClosed.
-func WithFailureMode(m FailureMode) Option {
-	return func(l *Middleware) {
-		if m != FailOpen && m != FailClosed {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(m)))
-		}
-		l.failure = m
-	}
-}
-
-// WithErrorHook sets a function called with every error the middleware
-// meets (Redis failures, ErrNoKey), for logging or metrics. It runs on the
-// request's goroutine before the response is written; it must not write
-// to the response.
-func WithErrorHook(f func(r *http.Request, err error)) Option {
-	return func(l *Middleware) { l.onError = f }
-}
-
-// WithRefusalHandler sets the handler that writes refused requests'
-// responses. When it runs, Retry-After and the RateLimit fields are
-// already set on the response headers and FromContext(r.Context()) gives
-// the Decision; it must write the status itself (usually 429). The
-// default writes 429 with a short text body.
-func WithRefusalHandler(h http.Handler) Option {
-	return func(l *Middleware) {
-		if h == nil {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: nil refusal handler", ErrInvalidOption))
-		}
-		l.refuse = h
-	}
-}
-
-// WithPolicyName sets the policy identifier in the RateLimit-Policy and
-// RateLimit fields; the default is "default". It must be a token of
-// letters, digits and "-_.".
-func WithPolicyName(name string) Option {
-	return func(l *Middleware) {
-		if !policyName(name) {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: policy name %q must be 1 to 64 letters, digits, '-', '_' or '.'", ErrInvalidOption, name))
-		}
-		l.policy = name
-	}
-}
-
-// WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields,
-// which cost one extra read from Redis per request. Retry-After is still
-// sent on refusals.
-func WithoutHeaders() Option { return func(l *Middleware) { l.headers = false } }
 
 // Middleware is the middleware. Make it with New; it is safe for concurrent
 // use and one Middleware can wrap any number of handlers, which then share
@@ -423,9 +237,10 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		granted, hint, err = false, time.Duration(l.cfg.Interval), nil
 	}
 	if err != nil {
-		if r.Context().Err() != nil {
+		if errors.Is(r.Context().Err(), context.Canceled) {
 			// The client has gone (or the server is shutting down): there
-			// is nobody to answer.
+			// is nobody to answer. A request whose deadline passed is
+			// still waiting for one: it falls through to the failure mode.
 			return
 		}
 		l.report(r, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -562,4 +563,48 @@ func TestWaitClientGone(t *testing.T) {
 	}
 	assert.Equal(t, int64(1), h.n.Load(), "the handler ran only for the first request")
 	assert.Zero(t, hooked.Load())
+}
+
+// TestDeadlineWhileRedisUnreachable is issue 14's sixth defect: when the
+// request's deadline passed while Redis did not answer, the middleware
+// returned without a word and net/http sent an empty 200. Fail open must
+// run the handler; fail closed must answer 503.
+func TestDeadlineWhileRedisUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // accepts and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, mode := range []httplimit.FailureMode{httplimit.FailOpen, httplimit.FailClosed} {
+		t.Run(fmt.Sprintf("mode%d", mode), func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ReadTimeout: time.Minute})
+			defer rdb.Close()
+			lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute}, httplimit.WithFailureMode(mode))
+			require.NoError(t, err)
+			h := &counting{}
+			deadline := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ctx, cancel := context.WithTimeout(r.Context(), 100*time.Millisecond)
+					defer cancel()
+					next.ServeHTTP(w, r.WithContext(ctx))
+				})
+			}
+			srv := serve(t, deadline(lim.Handler(h)))
+			resp := get(t, srv.URL)
+			if mode == httplimit.FailOpen {
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, int64(1), h.n.Load(), "the handler ran")
+			} else {
+				assert.Equal(t, 503, resp.StatusCode)
+				assert.Equal(t, int64(0), h.n.Load())
+			}
+		})
+	}
 }

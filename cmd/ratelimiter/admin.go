@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ func init() {
 		"--rate N --interval D [--mode overall|per-client] [--keep-alive D] [--keep-state]", setRateCmd("update"))
 	adminCommand("config", "show the configuration (exit 1 if the limiter does not exist)", "[-o json]", configCmd)
 	adminCommand("available", "show the permits available now", "[-o json]", availableCmd)
-	adminCommand("acquire", "take permits (exit 1 if not granted)", "[-n N] [--timeout D]", acquireCmd)
+	adminCommand("acquire", "take permits; with several names, from every one or from none (exit 1 if not granted)", "[-n N] [--timeout D]", acquireCmd)
 	adminCommand("release", "give permits back", "-n N", releaseCmd)
 	adminCommand("expire", "set a TTL on all keys (exit 1 if no key changed)",
 		"--ttl D | --at TIME [--nx|--xx|--gt|--lt]", expireCmd)
@@ -196,7 +197,7 @@ func durOrOff(d time.Duration) string {
 
 func availableCmd(fs *flag.FlagSet) action {
 	return action{run: func(c *cli) error {
-		if err := needClientID(c); err != nil {
+		if err := needClientID(c, c.lim); err != nil {
 			return err
 		}
 		n, err := c.lim.AvailablePermits(c.ctx)
@@ -222,26 +223,42 @@ func acquireCmd(fs *flag.FlagSet) action {
 			}
 			return nil
 		},
+		several: true,
 		run: func(c *cli) error {
-			if err := needClientID(c); err != nil {
-				return err
+			for _, name := range c.names {
+				if err := needClientID(c, c.client.Limiter(name)); err != nil {
+					return err
+				}
+			}
+			// One name: that limiter; several: their composite, which
+			// takes from every one or from none.
+			var lim interface {
+				Allow(context.Context, int64) (ratelimiter.Result, error)
+				TryAcquireTimeout(context.Context, int64, time.Duration) (bool, error)
+			} = c.lim
+			if len(c.names) > 1 {
+				lim = c.client.All(c.names...)
 			}
 			var granted bool
 			var hint time.Duration
 			if *timeout == 0 {
-				res, err := c.lim.Allow(c.ctx, *n)
+				res, err := lim.Allow(c.ctx, *n)
 				if err != nil {
 					return err
 				}
 				granted, hint = res.Granted, res.RetryAfter
 			} else {
-				ok, err := c.lim.TryAcquireTimeout(c.ctx, *n, *timeout)
+				ok, err := lim.TryAcquireTimeout(c.ctx, *n, *timeout)
 				if err != nil {
 					return err
 				}
 				granted = ok
 			}
 			out := map[string]any{"name": c.name, "permits": *n, "granted": granted}
+			if len(c.names) > 1 {
+				delete(out, "name")
+				out["names"] = c.names
+			}
 			if hint > 0 {
 				out["retry_after_ms"] = hint.Milliseconds()
 			}
@@ -273,7 +290,7 @@ func releaseCmd(fs *flag.FlagSet) action {
 			return nil
 		},
 		run: func(c *cli) error {
-			if err := needClientID(c); err != nil {
+			if err := needClientID(c, c.lim); err != nil {
 				return err
 			}
 			if err := c.lim.Release(c.ctx, *n); err != nil {
@@ -437,16 +454,16 @@ func ttlCmd(fs *flag.FlagSet) action {
 // the random id of a one-off process would leave a budget under a client
 // id nobody uses again. It reads the config; a missing limiter passes (the
 // command then reports it).
-func needClientID(c *cli) error {
+func needClientID(c *cli, lim *ratelimiter.Limiter) error {
 	if c.g.clientID != "" {
 		return nil
 	}
-	cfg, err := c.lim.Config(c.ctx)
+	cfg, err := lim.Config(c.ctx)
 	if err != nil {
 		return err
 	}
 	if cfg.Mode == ratelimiter.PerClient {
-		return usagef("%q is a per-client limiter: give the --client-id whose budget to use (inspect lists them)", c.name)
+		return usagef("%q is a per-client limiter: give the --client-id whose budget to use (inspect lists them)", lim.Name())
 	}
 	return nil
 }

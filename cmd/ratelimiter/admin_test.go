@@ -326,3 +326,40 @@ func TestExpireAtRefusesPast(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ttl))
 	assert.Greater(t, ttl.TTL, int64(9_000_000_000_000), "the longest Duration, 292 years")
 }
+
+// acquire with several names takes from every limiter or from none (a
+// composite); inspect with several names shows each; other commands take
+// one name.
+func TestSeveralNames(t *testing.T) {
+	rdb := newRedis(t)
+	ctx := context.Background()
+	a, b := uniqueName(t), uniqueName(t)
+	ok(t, cli(t, "set-rate", a, "--rate", "3", "--interval", "1m"))
+	ok(t, cli(t, "set-rate", b, "--rate", "2", "--interval", "1h"))
+	r := ok(t, cli(t, "acquire", a, b, "-n", "2"))
+	assert.Equal(t, "granted 2\n", r.stdout)
+	r = failsWith(t, 1, cli(t, "acquire", a, b, "-o", "json"))
+	var got struct {
+		Names      []string `json:"names"`
+		Granted    bool     `json:"granted"`
+		RetryAfter int64    `json:"retry_after_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	assert.Equal(t, []string{a, b}, got.Names)
+	assert.False(t, got.Granted)
+	assert.Greater(t, got.RetryAfter, int64(59*60*1000), "the hourly limit's wait")
+	assert.Equal(t, "1", rdb.Get(ctx, "{"+a+"}:value").Val(), "a refusal takes nothing from the other limiter")
+	r = ok(t, cli(t, "acquire", a))
+	assert.Equal(t, "granted 1\n", r.stdout)
+
+	r = failsWith(t, 1, cli(t, "acquire", a, b+"-missing"))
+	assert.Contains(t, r.stderr, `"`+b+`-missing" is not configured`)
+	failsWith(t, 2, cli(t, "available", a, b))
+
+	r = ok(t, cli(t, "inspect", a, b))
+	assert.Contains(t, r.stdout, a)
+	assert.Contains(t, r.stdout, b)
+	r = ok(t, cli(t, "inspect", a, b, "-o", "json"))
+	assert.Equal(t, 2, strings.Count(r.stdout, "\n"), "one JSON line per limiter")
+	failsWith(t, 1, cli(t, "inspect", a, b+"-missing"))
+}

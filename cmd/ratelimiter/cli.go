@@ -40,7 +40,8 @@ type cli struct {
 	g      globals
 	stdout io.Writer
 	stderr io.Writer
-	name   string // the limiter's name
+	name   string   // the limiter's name (the first, when several are given)
+	names  []string // every name given (action.several)
 	ctx    context.Context
 	rdb    redis.UniversalClient
 	client *ratelimiter.Client
@@ -50,8 +51,9 @@ type cli struct {
 // action is a subcommand's body: check validates its flags before any
 // connection; run does the work.
 type action struct {
-	check func(c *cli) error
-	run   func(c *cli) error
+	check   func(c *cli) error
+	run     func(c *cli) error
+	several bool // the command takes one or more names
 }
 
 // adminCommand makes a command from a function that defines its flags on
@@ -65,7 +67,11 @@ func adminCommand(name, summary, args string, define func(fs *flag.FlagSet) acti
 		act := define(fs)
 		pos, err := parseInterleaved(fs, argv)
 		if err == flag.ErrHelp {
-			fmt.Fprintf(stdout, "usage: ratelimiter %s NAME %s\n\n%s\n\nflags (global flags may also come before %s):\n", name, args, summary, name)
+			names := "NAME"
+			if act.several {
+				names = "NAME [NAME...]"
+			}
+			fmt.Fprintf(stdout, "usage: ratelimiter %s %s %s\n\n%s\n\nflags (global flags may also come before %s):\n", name, names, args, summary, name)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return 0
@@ -104,12 +110,15 @@ func (c *cli) exec(pos []string, act action) error {
 	switch {
 	case len(pos) == 0:
 		return usagef("missing the limiter NAME (ratelimiter %s NAME ...)", c.cmd)
-	case len(pos) > 1:
+	case len(pos) > 1 && !act.several:
 		return usagef("unexpected argument %q after the limiter name", pos[1])
-	case pos[0] == "":
-		return usagef("empty limiter name")
 	}
-	c.name = pos[0]
+	for _, n := range pos {
+		if n == "" {
+			return usagef("empty limiter name")
+		}
+	}
+	c.name, c.names = pos[0], pos
 	if err := c.g.check(); err != nil {
 		return err
 	}
@@ -159,8 +168,14 @@ func (c *cli) finish(err error) int {
 	switch {
 	case errors.As(err, &ue), errors.As(err, &ce):
 	case errors.Is(err, ratelimiter.ErrNotInitialized):
-		// The limiter refused: it has no configuration.
-		msg, code = fmt.Sprintf("limiter %q is not configured (set-rate or try-set-rate first)", c.name), 1
+		// The limiter refused: it has no configuration. With several
+		// names, the error names the one.
+		name := c.name
+		var le *ratelimiter.LimiterError
+		if errors.As(err, &le) && len(c.names) > 1 {
+			name = le.Limiter
+		}
+		msg, code = fmt.Sprintf("limiter %q is not configured (set-rate or try-set-rate first)", name), 1
 	case errors.Is(err, ratelimiter.ErrPermitsExceedRate):
 		code = 1
 	case errors.Is(err, context.Canceled):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,43 +15,61 @@ import (
 )
 
 func init() {
-	adminCommand("inspect", "show config, TTLs, values and every permit record decoded (read-only)", "[--max-records N] [-o json]", inspectCmd)
+	adminCommand("inspect", "show config, TTLs, values and every permit record decoded, of each limiter named (read-only)", "[--max-records N] [-o json]", inspectCmd)
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
 func inspectCmd(fs *flag.FlagSet) action {
 	maxRecords := fs.Int("max-records", 1000, "list at most this many records per budget, newest last (0: all); totals always count all")
-	return action{check: func(c *cli) error {
+	return action{several: true, check: func(c *cli) error {
 		if *maxRecords < 0 {
 			return usagef("--max-records must not be negative")
 		}
 		return nil
 	}, run: func(c *cli) error {
-		in, err := inspect(c.ctx, c.rdb, c.lim)
-		if err != nil {
-			return err
-		}
-		in.Future = futureOf(c.ctx, c.rdb, in)
-		for i := range in.Budgets {
-			if b := &in.Budgets[i]; *maxRecords > 0 && len(b.Records) > *maxRecords {
-				b.Records = b.Records[len(b.Records)-*maxRecords:]
+		// Several names: each limiter in turn (a blank line apart, one
+		// JSON line each); the exit status is the worst of them.
+		var worst error
+		for i, name := range c.names {
+			if i > 0 && !c.json() {
+				fmt.Fprintln(c.stdout)
+			}
+			c.name, c.lim = name, c.client.Limiter(name)
+			err := inspectOne(c, *maxRecords)
+			if worst == nil || errors.Is(worst, errRefused) && err != nil {
+				worst = err
 			}
 		}
-		if err := c.emit(in, func(w io.Writer) { printInspection(w, in); printFuture(w, in.Future) }); err != nil {
-			return err
-		}
-		if in.cfgErr != nil {
-			return in.cfgErr
-		}
-		if err := corruption(in); err != nil {
-			return err
-		}
-		if !in.Exists && len(in.Clients) == 0 && !anyState(in) {
-			return errRefused
-		}
-		return nil
+		return worst
 	}}
+}
+
+// inspectOne shows the limiter c.lim.
+func inspectOne(c *cli, maxRecords int) error {
+	in, err := inspect(c.ctx, c.rdb, c.lim)
+	if err != nil {
+		return err
+	}
+	in.Future = futureOf(c.ctx, c.rdb, in)
+	for i := range in.Budgets {
+		if b := &in.Budgets[i]; maxRecords > 0 && len(b.Records) > maxRecords {
+			b.Records = b.Records[len(b.Records)-maxRecords:]
+		}
+	}
+	if err := c.emit(in, func(w io.Writer) { printInspection(w, in); printFuture(w, in.Future) }); err != nil {
+		return err
+	}
+	if in.cfgErr != nil {
+		return in.cfgErr
+	}
+	if err := corruption(in); err != nil {
+		return err
+	}
+	if !in.Exists && len(in.Clients) == 0 && !anyState(in) {
+		return errRefused
+	}
+	return nil
 }
 
 // corruption returns ErrCorruptState, as the library would, when a

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // BenchmarkCombining prints what combining buys on one hot OVERALL limiter
@@ -193,11 +194,11 @@ func waiters(b *testing.B, c *redis.Client, peer *Peer, d time.Duration) {
 		if _, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval}); err != nil {
 			b.Fatal(err)
 		}
-		calls := evalCalls(b, c)
+		calls := redistest.ScriptCalls(b, c)
 		start := time.Now()
 		n := run[who](name)
 		allowed := rate * (1 + int64(time.Since(start)/interval))
-		made := evalCalls(b, c) - calls
+		made := redistest.ScriptCalls(b, c) - calls
 		b.Logf("| %s | %d | %d | %d | %.2f |", who, n, allowed, made, float64(made)/float64(max(n, 1)))
 	}
 }
@@ -220,23 +221,6 @@ func acquireLoop(ctx context.Context, l *ratelimiter.Limiter, callers int, d tim
 	}
 	wg.Wait()
 	return n.Load()
-}
-
-// evalCalls returns the server's EVALSHA and EVAL calls so far.
-func evalCalls(b *testing.B, c *redis.Client) int64 {
-	info := c.Info(context.Background(), "commandstats").Val()
-	var total int64
-	for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-		if i := strings.Index(info, cmd); i >= 0 {
-			rest := info[i+len(cmd):]
-			v, err := strconv.ParseInt(rest[:strings.IndexAny(rest, ",\r\n")], 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += v
-		}
-	}
-	return total
 }
 
 // memoryPerPermit: a 10,000/s limiter under full demand; MEMORY USAGE of

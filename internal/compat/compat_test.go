@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // Scenarios of issue 3, each run for every covered Redisson version in both
@@ -624,7 +625,7 @@ func TestAvailableAfterReleaseAndExpiry(t *testing.T) {
 					}
 					byTime := append([]int64(nil), grants...)
 					sort.Slice(byTime, func(i, j int) bool { return byTime[i] < byTime[j] })
-					worst, _ := worstWindow(byTime, interval.Milliseconds())
+					worst, _ := redistest.WorstWindow(byTime, interval.Milliseconds())
 					t.Logf("%s availablePermits = %d (rate %d); then Go's tryAcquire(1) granted %d of %d, at most %d within one interval", first, got, rate, len(grants), 3*rate, worst)
 					if worst > rate {
 						t.Fatalf("after %s stored %d, Go granted %d (> rate %d) within one interval (grant stamps %v)", first, got, worst, rate, grants)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // TestMixedLoad: one OVERALL limiter of 50 permits per second; 4 Go goroutines
@@ -236,10 +237,10 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	}
 	want := int(int64(loadRate) * dur.Milliseconds() / loadInterval.Milliseconds())
 	iv := loadInterval.Milliseconds()
-	worstRec, atRec := worstWindow(all, iv)
-	worstExact, atExact := worstWindow(scores, iv)
-	tolRec, _ := worstWindow(all, iv-stampTolerance)
-	tolExact, atTol := worstWindow(scores, iv-stampTolerance)
+	worstRec, atRec := redistest.WorstWindow(all, iv)
+	worstExact, atExact := redistest.WorstWindow(scores, iv)
+	tolRec, _ := redistest.WorstWindow(all, iv-stampTolerance)
+	tolExact, atTol := redistest.WorstWindow(scores, iv-stampTolerance)
 	t.Logf("Redisson %s (%d threads) + Go (%d goroutines, combined %v), %s, %v: granted %d (java %d, go %d; %d permits in %d records seen), %d within the %v (%d before it, %d after it); rate x duration %d (%.1f%%); worst %dms window: %d by recorded times (at +%dms), %d by record scores (at +%dms); worst %dms window: %d by recorded times, %d by record scores",
 		v, javaThreads, goWorkers, combined, mode, dur, len(jr.times)+goGrants, len(jr.times), goGrants, len(scores), len(seen), inDur, dur, before, after, want,
 		100*float64(inDur)/float64(want), iv, worstRec, atRec-startMs, worstExact, atExact-startMs,
@@ -267,22 +268,6 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	}
 }
 
-// worstWindow returns the most times within any half-open window [t, t+w)
-// and where it starts.
-func worstWindow(times []int64, w int64) (int, int64) {
-	best, at := 0, int64(0)
-	j := 0
-	for i := range times {
-		for j < len(times) && times[j] < times[i]+w {
-			j++
-		}
-		if j-i > best {
-			best, at = j-i, times[i]
-		}
-	}
-	return best, at
-}
-
 func TestWorstWindow(t *testing.T) {
 	cases := []struct {
 		times []int64
@@ -295,8 +280,8 @@ func TestWorstWindow(t *testing.T) {
 		{[]int64{5, 5, 5, 1005}, 3},
 	}
 	for _, c := range cases {
-		if got, _ := worstWindow(c.times, 1000); got != c.want {
-			t.Errorf("worstWindow(%v) = %d, want %d", c.times, got, c.want)
+		if got, _ := redistest.WorstWindow(c.times, 1000); got != c.want {
+			t.Errorf("redistest.WorstWindow(%v) = %d, want %d", c.times, got, c.want)
 		}
 	}
 }

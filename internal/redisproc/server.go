@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -24,10 +25,13 @@ var ErrNoServer = errors.New("redisproc: redis-server not found on PATH (install
 // Server is one redis-server process, or an external server named by
 // REDIS_ADDR.
 type Server struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-	out  *bytes.Buffer
+	addr    string
+	cmd     *exec.Cmd
+	dir     string
+	out     *bytes.Buffer
+	cmdline []string // for Restart
+	port    int
+	extra   []string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -95,10 +99,13 @@ func startOn(ctx context.Context, cmdline []string, dir string, port int, extra 
 	}
 	args = append(args, extra...)
 	s := &Server{
-		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		dir:    dir,
-		out:    &bytes.Buffer{},
-		exited: make(chan struct{}),
+		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		dir:     dir,
+		out:     &bytes.Buffer{},
+		exited:  make(chan struct{}),
+		cmdline: cmdline,
+		port:    port,
+		extra:   extra,
 	}
 	s.cmd = exec.Command(cmdline[0], append(cmdline[1:], args...)...)
 	s.cmd.Stdout = s.out
@@ -144,6 +151,29 @@ func (s *Server) kill() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
+}
+
+// Restart stops the server with SIGTERM (Redis then writes its AOF or
+// snapshot, as on an orderly shutdown) and starts it again on the same port
+// and directory with the same arguments, so that a server started with
+// "--appendonly", "yes" comes back with its data. It fails for an external
+// server.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.cmd == nil {
+		return errors.New("redisproc: cannot restart an external server")
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		s.kill()
+	}
+	n, err := startOn(ctx, s.cmdline, s.dir, s.port, s.extra)
+	if err != nil {
+		return err
+	}
+	s.cmd, s.out, s.exited = n.cmd, n.out, n.exited
+	return nil
 }
 
 // Close stops the server and removes its directory. It is safe to call more

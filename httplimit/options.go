@@ -1,0 +1,123 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// Option configures a Middleware.
+type Option func(*Middleware)
+
+// WithKey sets the key function; the default is KeyByIP.
+func WithKey(f KeyFunc) Option {
+	return func(l *Middleware) {
+		if f == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil key function", ErrInvalidOption))
+		}
+		l.key = f
+	}
+}
+
+// WithClientOptions passes options (client id, name mapper, member
+// format, clock) to the ratelimiter.Client the Middleware makes on rdb. Java
+// services sharing the limiters must use the same name mapping and a
+// member format they read.
+func WithClientOptions(opts ...ratelimiter.Option) Option {
+	return func(l *Middleware) {
+		for _, o := range opts {
+			if o == nil {
+				l.err = errors.Join(l.err, fmt.Errorf("%w: nil client option", ErrInvalidOption))
+				continue
+			}
+			l.copts = append(l.copts, o)
+		}
+	}
+}
+
+// WithPrefix sets the text put before every key to name its limiter; the
+// default is "http:". It must not contain '{' or '}', which would change
+// Redis Cluster hash slots.
+func WithPrefix(p string) Option {
+	return func(l *Middleware) {
+		if !safeName(p, maxKeyLen) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, maxKeyLen))
+		}
+		l.prefix = p
+	}
+}
+
+// WithPermits sets the permits each request takes (default 1); it must be
+// from 1 to the Config's rate.
+func WithPermits(n int64) Option {
+	return func(l *Middleware) { l.permits = n }
+}
+
+// WithWait makes a request that finds no permits wait up to max for them
+// (with the library's TryAcquireTimeout) before it is refused. A request
+// whose context ends while waiting is dropped: the next handler is not
+// called. The default, 0, refuses at once.
+func WithWait(max time.Duration) Option {
+	return func(l *Middleware) {
+		if max < 0 {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: negative wait %v", ErrInvalidOption, max))
+		}
+		l.wait = max
+	}
+}
+
+// WithFailClosed makes the middleware answer 503 Service Unavailable when
+// Redis fails, instead of serving the request (FailOpen, the default).
+func WithFailClosed() Option { return WithFailureMode(FailClosed) }
+
+// WithFailureMode sets FailOpen or FailClosed.
+func WithFailureMode(m FailureMode) Option {
+	return func(l *Middleware) {
+		if m != FailOpen && m != FailClosed {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(m)))
+		}
+		l.failure = m
+	}
+}
+
+// WithErrorHook sets a function called with every error the middleware
+// meets (Redis failures, ErrNoKey), for logging or metrics. It runs on the
+// request's goroutine before the response is written; it must not write
+// to the response.
+func WithErrorHook(f func(r *http.Request, err error)) Option {
+	return func(l *Middleware) { l.onError = f }
+}
+
+// WithRefusalHandler sets the handler that writes refused requests'
+// responses. When it runs, Retry-After and the RateLimit fields are
+// already set on the response headers and FromContext(r.Context()) gives
+// the Decision; it must write the status itself (usually 429). The
+// default writes 429 with a short text body.
+func WithRefusalHandler(h http.Handler) Option {
+	return func(l *Middleware) {
+		if h == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil refusal handler", ErrInvalidOption))
+		}
+		l.refuse = h
+	}
+}
+
+// WithPolicyName sets the policy identifier in the RateLimit-Policy and
+// RateLimit fields; the default is "default". It must be a token of
+// letters, digits and "-_.".
+func WithPolicyName(name string) Option {
+	return func(l *Middleware) {
+		if !policyName(name) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: policy name %q must be 1 to 64 letters, digits, '-', '_' or '.'", ErrInvalidOption, name))
+		}
+		l.policy = name
+	}
+}
+
+// WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields,
+// which cost one extra read from Redis per request. Retry-After is still
+// sent on refusals.
+func WithoutHeaders() Option { return func(l *Middleware) { l.headers = false } }

@@ -1,0 +1,273 @@
+-- tryAcquire on several limiters at once (a Composite): each request takes
+-- its permits from every part or from none. Requests are decided in order
+-- at one clock reading, as acquire.lua decides them for one limiter.
+--
+-- KEYS: K1..K5 of docs/protocol.md for each part, part after part.
+-- ARGV: now (ms); the permit record in the client's member format (for
+-- reply form '0', the whole record; otherwise the record without its last
+-- four bytes, which this script appends: the sum of the permits granted);
+-- the reply form; then the permits of each request. Every part gets one
+-- record holding the sum granted, under the same member: each part stays
+-- an ordinary Redisson limiter (docs/protocol.md, "Combined records").
+--
+-- Reply form '0' (exactly one request): one integer, the fewest permits
+-- left among the parts (>= 0) on a grant, -1 when the record collided
+-- with an existing one in some part (nothing was granted: retry with a
+-- fresh record), otherwise minus the wait hint in ms.
+-- Reply form '1': -1 on a collision, otherwise a table
+-- {k, parts, binds, then per request: granted (1 or 0), fewest permits
+-- left among the parts after it, hint}, where parts is {rate, interval,
+-- reset} of each part and binds names for each request the part that binds
+-- it (1-based): on a grant, the one with the fewest permits left; on a
+-- refusal, the one that must wait longest; for a request over a part's
+-- rate, that part (refused with hint 0, nothing changed). The granted flags
+-- sit where acquire.lua's do (every third entry from the fourth), so that
+-- grantedAny (replicas.go) reads both scripts' replies.
+-- Reply form '2' is form '1' for queued waiters: after the first refusal,
+-- every later request is refused too.
+--
+-- A refusal's hint is the time until every part can grant: the largest of
+-- the parts' hints, each found as acquire.lua finds it, at least 2 and at
+-- most the interval of its part plus 3 ms.
+--
+-- Errors carry the part (1-based) after their prefix: 'RLNOTINIT 2 ...',
+-- 'RLEXCEED 1 ...', 'RLSTATE 3 ...' (composite.go names the part). Every
+-- check runs before the first write. The work per part is bounded as in
+-- acquire.lua; Go sends at most MaxParts parts. This script stands alone
+-- like acquire.lua, and its per-part blocks implement the same rules as
+-- acquire.lua (TestScriptsAgree in reliability_test.go feeds both, and
+-- lib.lua, the same states and expects the same budget).
+
+local MAX = 9007199254740991
+local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
+
+local function fail(code, p, msg)
+  error({err = code .. ' ' .. p .. ' ' .. msg})
+end
+
+-- The permits the records of list hold (the last four bytes of each,
+-- little-endian, in every Redisson member format).
+local function sum(list, p)
+  local total = 0
+  for i = 1, #list do
+    if #list[i] < 4 then
+      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
+    end
+    local a, b, c, d = string.byte(list[i], -4, -1)
+    total = total + a + b * 256 + c * 65536 + d * 16777216
+  end
+  return total
+end
+
+local k = #KEYS / 5
+local now = tonumber(ARGV[1])
+local single, strict = ARGV[3] == '0', ARGV[3] == '2'
+local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
+local value, changed, nold, minRate = {}, {}, {}, MAX
+
+-- Read and settle every part (acquire.lua's first block, per part).
+for p = 1, k do
+  local base = (p - 1) * 5
+  local c = redis.call('HMGET', KEYS[base + 1], 'rate', 'interval', 'type', 'keepAliveTime')
+  if not (c[1] and c[2] and c[3]) then
+    fail('RLNOTINIT', p, 'RateLimiter is not initialized')
+  end
+  if c[3] == '0' then
+    vkey[p], pkey[p] = KEYS[base + 2], KEYS[base + 4]
+  elseif c[3] == '1' then
+    vkey[p], pkey[p] = KEYS[base + 3], KEYS[base + 5]
+  else
+    fail('RLSTATE', p, 'unknown type ' .. c[3])
+  end
+  local stored = redis.call('GET', vkey[p])
+  if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') then
+    fail('RLSTATE', p, 'config or value fields are not decimal integers')
+  end
+  local r, iv, kp = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
+  local v = tonumber(stored or c[1])
+  if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAX or kp > MAX or v > MAX or v < -MAX then
+    fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
+  end
+  if single and tonumber(ARGV[4]) > r then
+    fail('RLEXCEED', p, 'Requested permits amount cannot exceed defined rate')
+  end
+  rate[p], interval[p], keep[p] = r, iv, kp
+  minRate = math.min(minRate, r)
+  local cutoff = now - iv
+  local old = redis.call('ZRANGEBYSCORE', pkey[p], '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
+  local released = sum(old, p)
+  changed[p] = not stored
+  if not stored or v + released > r then
+    local live = redis.call('ZRANGEBYSCORE', pkey[p], string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
+    local used = sum(live, p)
+    if #live > RECOUNT_MAX then
+      v = 0
+    else
+      v = r - used
+    end
+    changed[p] = true
+  elseif #old > 0 then
+    v = v + released
+    changed[p] = true
+  end
+  value[p], nold[p] = v, #old
+end
+
+-- The j-th oldest record in part p's window ({member, score}, {} when
+-- there is none), read at most once per call.
+local window = {}
+local function record(p, j)
+  window[p] = window[p] or {}
+  local r = window[p][j]
+  if not r then
+    local at = nold[p] + j - 1
+    r = redis.call('ZRANGE', pkey[p], at, at, 'WITHSCORES')
+    if r[1] and #r[1] < 4 then
+      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
+    end
+    window[p][j] = r
+  end
+  return r
+end
+
+-- The ms until part p's records free need permits, as acquire.lua finds
+-- it: at least 2, at most the interval plus 3.
+local function hint(p, need)
+  local freed, at = 0, now
+  for j = 1, HINT_WALK do
+    local r = record(p, j)
+    if not r[1] then
+      at = now
+      break
+    end
+    local a, b, c, d = string.byte(r[1], -4, -1)
+    freed, at = freed + a + b * 256 + c * 65536 + d * 16777216, tonumber(r[2])
+    if freed >= need then
+      break
+    end
+  end
+  local h = 3 + interval[p] - (now - at)
+  if h > interval[p] + 3 then
+    h = interval[p] + 3
+  elseif h < 2 then
+    h = 2
+  end
+  return h
+end
+
+local total, stop, out, binds = 0, false, {}, {}
+local granted, left, h = false, 0, 0
+for i = 4, #ARGV do
+  local n = tonumber(ARGV[i])
+  local bind = 0
+  granted, h = false, 0
+  if n > minRate then
+    for p = k, 1, -1 do
+      if n > rate[p] then
+        bind = p
+      end
+    end
+  else
+    local short = false
+    for p = 1, k do
+      if value[p] < n and total == 0 and not record(p, 1)[1] then
+        -- Nothing outstanding in this part, yet its value says the
+        -- permits are gone: start its window afresh (as acquire.lua).
+        value[p], changed[p] = rate[p], true
+      end
+      short = short or value[p] < n
+    end
+    if not short and not stop then
+      granted, total = true, total + n
+      for p = 1, k do
+        value[p] = value[p] - n
+      end
+    else
+      h = 2
+      for p = 1, k do
+        if value[p] < n then
+          local hp = hint(p, n - value[p])
+          if hp > h or bind == 0 then
+            h, bind = math.max(h, hp), p
+          end
+        end
+      end
+      stop = strict
+    end
+  end
+  left = value[1]
+  for p = 2, k do
+    left = math.min(left, value[p])
+  end
+  if bind == 0 then
+    for p = 1, k do
+      if value[p] == left then
+        bind = p
+        break
+      end
+    end
+  end
+  if not single then
+    out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or 0, left, h
+    binds[#binds + 1] = bind
+  end
+end
+
+-- Collisions are checked in every part before the first write: a
+-- collision leaves everything as it was.
+local member = ARGV[2]
+if not single then
+  member = member .. struct.pack('<I', total)
+end
+if total > 0 then
+  for p = 2, k do
+    if redis.call('ZSCORE', pkey[p], member) then
+      return -1
+    end
+  end
+  if redis.call('ZADD', pkey[1], 'NX', ARGV[1], member) == 0 then
+    return -1
+  end
+  for p = 2, k do
+    redis.call('ZADD', pkey[p], ARGV[1], member)
+  end
+end
+for p = 1, k do
+  if nold[p] > 0 then
+    redis.call('ZREMRANGEBYRANK', pkey[p], 0, nold[p] - 1)
+  end
+  if changed[p] then
+    redis.call('SET', vkey[p], value[p])
+  elseif total > 0 then
+    redis.call('DECRBY', vkey[p], total)
+  end
+  if keep[p] > 0 then
+    redis.call('PEXPIRE', KEYS[(p - 1) * 5 + 1], keep[p])
+    redis.call('PEXPIRE', vkey[p], keep[p])
+    redis.call('PEXPIRE', pkey[p], keep[p])
+  else
+    local ttl = redis.call('PTTL', KEYS[(p - 1) * 5 + 1])
+    if ttl > 0 then
+      redis.call('PEXPIRE', vkey[p], ttl)
+      redis.call('PEXPIRE', pkey[p], ttl)
+    end
+  end
+end
+
+if single then
+  if granted then
+    return left
+  end
+  return -h
+end
+local parts = {}
+for p = 1, k do
+  local first, reset = record(p, 1), 0
+  if first[1] then
+    reset = math.max(0, math.min(interval[p], interval[p] - (now - tonumber(first[2]))))
+  elseif total > 0 then
+    reset = interval[p]
+  end
+  parts[#parts + 1], parts[#parts + 2], parts[#parts + 3] = rate[p], interval[p], reset
+end
+return {k, parts, binds, unpack(out)}
