@@ -17,6 +17,7 @@ demo: deps-redis
 # a 2-core machine, each would stall the other.
 test: deps vet
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
+	cd otel && $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 
 # Redis time per TryAcquire next to a one-command script (see bench_test.go).
 bench: deps-redis
@@ -30,6 +31,7 @@ soak: deps
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd otel && $(GO) vet ./...
 
 deps: deps-redis deps-java peer
 

@@ -16,6 +16,11 @@ type Hooks struct {
 	// Decision is called once when an acquisition (Allow, TryAcquire,
 	// TryAcquireTimeout, Acquire) returns, whatever its outcome.
 	Decision func(Decision)
+	// ClockSkew is called after every measurement of this Client's clock
+	// against Redis (skew.go), failed ones included: from a background
+	// goroutine for the automatic measurements, from the caller's for
+	// MeasureClock.
+	ClockSkew func(ClockSkew)
 }
 
 // WithHooks installs h on the Client. A later WithHooks replaces an
@@ -111,8 +116,10 @@ func ErrorKind(err error) string {
 	return "redis"
 }
 
-// decided reports d to the Decision hook, if there is one.
+// decided reports d to the Decision hook, if there is one, and starts a
+// clock measurement in the background when one is due (skew.go).
 func (c *Client) decided(d Decision) {
+	c.skew.tick(c, &d)
 	if c.hooks.Decision != nil {
 		c.hooks.Decision(d)
 	}

@@ -30,6 +30,7 @@ type Client struct {
 	ack     replicaAck // WithReplicaAck; zero: off
 	refresh refresher  // cluster slot map reloads (topology.go)
 	hooks   Hooks      // WithHooks
+	skew    skewState  // clock measurements against Redis TIME (skew.go)
 
 	maxBatch int   // WithMaxBatch; 1: no combining
 	lanes    lanes // combining state per limiter in use (lane.go)

@@ -51,12 +51,13 @@ func inspectOne(c *cli, maxRecords int) error {
 	if err != nil {
 		return err
 	}
+	in.Future = futureOf(c.ctx, c.rdb, in)
 	for i := range in.Budgets {
 		if b := &in.Budgets[i]; maxRecords > 0 && len(b.Records) > maxRecords {
 			b.Records = b.Records[len(b.Records)-maxRecords:]
 		}
 	}
-	if err := c.emit(in, func(w io.Writer) { printInspection(w, in) }); err != nil {
+	if err := c.emit(in, func(w io.Writer) { printInspection(w, in); printFuture(w, in.Future) }); err != nil {
 		return err
 	}
 	if in.cfgErr != nil {

@@ -87,6 +87,7 @@ type inspection struct {
 	Keys      []keyInfo         `json:"keys"`
 	Budgets   []budget          `json:"budgets"`
 	Clients   []string          `json:"per_client_ids"`
+	Future    *futureRecords    `json:"future_of_server_clock,omitempty"` // future.go
 	cfg       ratelimiter.Config
 	cfgErr    error
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// The exporter's metrics, from one collection. README.md ("The exporter")
+// lists them.
+
+// collection is what one pass over Redis found.
+type collection struct {
+	limiters  []limiterState
+	truncated bool          // a SCAN or limiter bound was hit
+	elapsed   time.Duration // seconds since the previous collection, by Redis's clock; 0 on the first
+	took      time.Duration
+}
+
+// render writes a collection, the exporter's own state included.
+func render(c collection, st *exporterStats) []byte {
+	e := newExposition()
+	for _, l := range c.limiters {
+		renderLimiter(e, l, c.elapsed)
+	}
+	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
+	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients are missing.", b2f(c.truncated))
+	e.gauge("ratelimiter_exporter_collect_seconds", "Duration of the last successful collection.", c.took.Seconds())
+	e.gauge("ratelimiter_exporter_last_success_timestamp_seconds", "Unix time of the last successful collection.", float64(st.lastSuccess.UnixMilli())/1e3)
+	e.add("ratelimiter_exporter_collect_errors_total", "counter", "Collections that failed (Redis unreachable, a timeout).", float64(st.errors))
+	e.gauge("ratelimiter_exporter_up", "1 when the last collection succeeded; 0 when it failed and the figures above are from an earlier one.", b2f(st.up))
+	return e.bytes()
+}
+
+func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
+	lim := label{"limiter", l.name}
+	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), lim)
+	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), lim)
+	e.gauge("ratelimiter_info", "1 for every limiter; mode is overall or per-client.", 1, lim, label{"mode", l.cfg.Mode.String()})
+	if l.ttl >= 0 {
+		e.gauge("ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.", l.ttl.Seconds(), lim)
+	}
+	if l.cfg.Mode == ratelimiter.PerClient {
+		e.gauge("ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).", float64(l.clientsFound), lim)
+	}
+	for _, b := range l.budgets {
+		labels := []label{lim}
+		if b.client != "" {
+			labels = append(labels, label{"client", b.client})
+		}
+		if b.available != nil {
+			e.gauge("ratelimiter_available_permits", "Permits an acquisition would find now (by Redis's clock); absent for a state the scripts refuse.", float64(*b.available), labels...)
+		}
+		if b.windowPermits != nil {
+			e.gauge("ratelimiter_window_permits", "Permits held by records in the window; absent when the window holds more records than --max-records.", float64(*b.windowPermits), labels...)
+		}
+		e.gauge("ratelimiter_window_records", "Permit records in the window.", float64(b.windowRecords), labels...)
+		e.gauge("ratelimiter_expired_records", "Records past the interval, not yet released (the next acquisition releases them).", float64(b.expiredRecords), labels...)
+		e.gauge("ratelimiter_future_records", "Records stamped after Redis's clock: written by a client whose clock is ahead.", float64(b.futureRecords), labels...)
+		e.gauge("ratelimiter_future_lead_seconds", "How far the newest record is stamped after Redis's clock; 0 when none is.", b.futureLead.Seconds(), labels...)
+		if b.since != nil && elapsed > 0 {
+			e.gauge("ratelimiter_grants_per_second", "Permits in records stamped between the last two collections, per second of Redis time.", float64(*b.since)/elapsed.Seconds(), labels...)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

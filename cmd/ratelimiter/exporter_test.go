@@ -1,0 +1,132 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// startExporter runs the binary's exporter on a free loopback port and
+// returns the /metrics URL; the process is stopped when t ends.
+func startExporter(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "serving ")
+	require.True(t, ok, "first line %q", line)
+	return url
+}
+
+// scrape returns the samples of a /metrics page: the sample text before
+// the value, such as name{limiter="x"}, mapped to the value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "version=0.0.4")
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		require.Positive(t, i, "line %q", line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, "line %q", line)
+		got[line[:i]] = v
+	}
+	return got
+}
+
+// The exporter finds the limiters matching --match and reports their
+// config and window; PER_CLIENT budgets per client id.
+func TestExporterServesLimiters(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	base := uniqueName(t)
+	over, pc, other := base+"-over", base+"-pc", "unmatched-"+base
+	for name, cfg := range map[string]ratelimiter.Config{
+		over:  {Rate: 10, Interval: time.Hour},
+		pc:    {Rate: 5, Interval: time.Hour, Mode: ratelimiter.PerClient},
+		other: {Rate: 1, Interval: time.Hour},
+	} {
+		_, err := ratelimiter.NewClient(rdb).Limiter(name).TrySetRate(ctx, cfg)
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.HSet(ctx, base+"-not-a-limiter", "rate", "x").Err())
+	_, err := ratelimiter.NewClient(rdb).Limiter(over).TryAcquire(ctx, 3)
+	require.NoError(t, err)
+	_, err = ratelimiter.NewClient(rdb, ratelimiter.WithClientID("alice")).Limiter(pc).TryAcquire(ctx, 2)
+	require.NoError(t, err)
+
+	got := scrape(t, startExporter(t, "--match", base+"*", "--every", "100ms"))
+	q := strconv.Quote
+	require.Equal(t, 10.0, got[`ratelimiter_rate{limiter=`+q(over)+`}`])
+	require.Equal(t, 3600.0, got[`ratelimiter_interval_seconds{limiter=`+q(over)+`}`])
+	require.Equal(t, 1.0, got[`ratelimiter_info{limiter=`+q(pc)+`,mode="per-client"}`])
+	require.Equal(t, 7.0, got[`ratelimiter_available_permits{limiter=`+q(over)+`}`])
+	require.Equal(t, 3.0, got[`ratelimiter_window_permits{limiter=`+q(over)+`}`])
+	require.Equal(t, 1.0, got[`ratelimiter_window_records{limiter=`+q(over)+`}`])
+	require.Equal(t, 3.0, got[`ratelimiter_available_permits{limiter=`+q(pc)+`,client="alice"}`])
+	require.Equal(t, 1.0, got[`ratelimiter_clients{limiter=`+q(pc)+`}`])
+	require.Equal(t, 2.0, got["ratelimiter_exporter_limiters"], "the two matching limiters, not the other hash")
+	require.Equal(t, 1.0, got["ratelimiter_exporter_up"])
+	require.NotContains(t, got, `ratelimiter_rate{limiter=`+q(other)+`}`)
+}
+
+// Bad flags are usage errors: exit 2, one line, nothing served.
+func TestExporterFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"exporter", "--every", "1ms"},
+		{"exporter", "--listen", "nope"},
+		{"exporter", "--max-limiters", "0"},
+		{"exporter", "--match", ""},
+		{"exporter", "extra"},
+	} {
+		failsWith(t, 2, cli(t, args...))
+	}
+}
+
+// inspect shows records stamped after Redis's clock, written by a client
+// whose clock is ahead.
+func TestInspectShowsFutureRecords(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName(t)
+	ahead := ratelimiter.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
+	l := ratelimiter.NewClient(newRedis(t), ahead).Limiter(name)
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Hour})
+	require.NoError(t, err)
+	_, err = l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	out := ok(t, cli(t, "inspect", name)).stdout
+	require.Contains(t, out, "1 records (2 permits) are stamped after Redis's clock")
+	var in struct {
+		Future struct {
+			Records   int   `json:"records"`
+			MaxLeadMS int64 `json:"max_lead_ms"`
+		} `json:"future_of_server_clock"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, cli(t, "inspect", name, "-o", "json")).stdout), &in))
+	require.Equal(t, 1, in.Future.Records)
+	require.InDelta(t, time.Hour.Milliseconds(), in.Future.MaxLeadMS, 60_000)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Records stamped after Redis's clock: their writer's clock was ahead of
+// Redis by at least the lead. A clock ahead by d makes its client see the
+// others' records expire d early (README, "Clock skew").
+
+// futureRecords sums the records of an inspection stamped after Redis's
+// TIME.
+type futureRecords struct {
+	ServerTime time.Time `json:"server_time"`
+	Records    int       `json:"records"`
+	Permits    int64     `json:"permits"`
+	MaxLeadMS  int64     `json:"max_lead_ms"`
+}
+
+// futureOf reads Redis's TIME and counts the records of in stamped after
+// it; nil when TIME fails (inspect still prints the rest).
+func futureOf(ctx context.Context, rdb redis.UniversalClient, in *inspection) *futureRecords {
+	t, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return nil
+	}
+	f := &futureRecords{ServerTime: t}
+	now := t.UnixMilli()
+	for _, b := range in.Budgets {
+		for _, r := range b.Records {
+			if r.ScoreMS > now {
+				f.Records++
+				f.Permits += int64(r.Permits)
+				f.MaxLeadMS = max(f.MaxLeadMS, r.ScoreMS-now)
+			}
+		}
+	}
+	return f
+}
+
+// printFuture prints one line when records are stamped after Redis's
+// clock.
+func printFuture(w io.Writer, f *futureRecords) {
+	if f == nil || f.Records == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nclock: %d records (%d permits) are stamped after Redis's clock (%s), the newest by %v: a client's clock is ahead of Redis\n",
+		f.Records, f.Permits, f.ServerTime.Format("15:04:05.000"), time.Duration(f.MaxLeadMS)*time.Millisecond)
+}

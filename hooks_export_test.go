@@ -1,0 +1,5 @@
+package ratelimiter
+
+// Decide reports d as an acquisition of c does when it returns: the
+// Decision hook and the clock check (hooks.go), for the hook benchmarks.
+func Decide(c *Client, d Decision) { c.decided(d) }

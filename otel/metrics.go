@@ -1,0 +1,189 @@
+// Package ratelimiterotel records OpenTelemetry metrics of the decisions
+// and clock measurements of github.com/goredisson/ratelimiter Clients,
+// through ratelimiter.Hooks:
+//
+//	m, err := ratelimiterotel.New(ratelimiterotel.WithMeterProvider(mp))
+//	if err != nil { ... }
+//	client := ratelimiter.NewClient(rdb, ratelimiter.WithHooks(m.Hooks()))
+//
+// README.md lists every metric with its unit, attributes and meaning.
+// Attribute values are bounded: the limiter name can be mapped or left
+// out (WithLimiterName, WithoutLimiterName), and at most WithMaxLimiters
+// names are recorded.
+package ratelimiterotel
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// ScopeName is the instrumentation scope of the meter.
+const ScopeName = "github.com/goredisson/ratelimiter/otel"
+
+// Attribute keys.
+const (
+	// AttrLimiter is the limiter's name (after WithLimiterName).
+	AttrLimiter = attribute.Key("ratelimiter.name")
+	// AttrOperation is "allow", "try_acquire_timeout" or "acquire"
+	// (ratelimiter.Op.String).
+	AttrOperation = attribute.Key("ratelimiter.operation")
+	// AttrOutcome is "granted", "refused" or "error".
+	AttrOutcome = attribute.Key("ratelimiter.outcome")
+	// AttrErrorType is ratelimiter.ErrorKind of the error.
+	AttrErrorType = attribute.Key("error.type")
+	// AttrLarge says whether a clock measurement found a large skew
+	// (ratelimiter.ClockSkew.Large).
+	AttrLarge = attribute.Key("ratelimiter.clock.large")
+)
+
+// Bucket boundaries in seconds: Redis round trips from 100 µs, waits up to
+// a minute.
+var (
+	redisBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	waitBuckets  = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}
+)
+
+// Metrics holds the instruments. Its hooks are safe for concurrent use
+// and may be installed on any number of Clients.
+type Metrics struct {
+	decisions    metric.Int64Counter
+	permits      metric.Int64Counter
+	errs         metric.Int64Counter
+	wait         metric.Float64Histogram
+	redis        metric.Float64Histogram
+	batch        metric.Int64Histogram
+	measurements metric.Int64Counter
+	names        *names
+	offsetNS     atomic.Int64
+	hasOffset    atomic.Bool
+}
+
+// New creates the instruments on the configured MeterProvider's meter
+// ScopeName. It fails when an option is invalid (nil provider or mapper,
+// WithMaxLimiters below 1) or when the provider refuses an instrument.
+func New(opts ...Option) (*Metrics, error) {
+	cfg := newConfig(opts)
+	switch {
+	case cfg.provider == nil:
+		return nil, errors.New("ratelimiterotel: nil MeterProvider")
+	case cfg.mapName == nil:
+		return nil, errors.New("ratelimiterotel: nil limiter name mapper")
+	case cfg.maxLimiters < 1:
+		return nil, errors.New("ratelimiterotel: WithMaxLimiters below 1")
+	}
+	meter := cfg.provider.Meter(ScopeName)
+	m := &Metrics{names: newNames(cfg.mapName, cfg.maxLimiters)}
+	var err error
+	add := func(e error) { err = errors.Join(err, e) }
+	var e error
+	m.decisions, e = meter.Int64Counter("ratelimiter.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Acquisitions that ended, by limiter, operation and outcome."))
+	add(e)
+	m.permits, e = meter.Int64Counter("ratelimiter.permits.granted", metric.WithUnit("{permit}"),
+		metric.WithDescription("Permits taken by granted acquisitions."))
+	add(e)
+	m.errs, e = meter.Int64Counter("ratelimiter.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Acquisitions that ended with an error, by error.type."))
+	add(e)
+	m.wait, e = meter.Float64Histogram("ratelimiter.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time blocking acquisitions (Acquire, TryAcquireTimeout) spent waiting for permits."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	add(e)
+	m.redis, e = meter.Float64Histogram("ratelimiter.redis.duration", metric.WithUnit("s"),
+		metric.WithDescription("Round trip of the script call that decided an acquisition, as the client saw it."),
+		metric.WithExplicitBucketBoundaries(redisBuckets...))
+	add(e)
+	m.batch, e = meter.Int64Histogram("ratelimiter.batch.size", metric.WithUnit("{acquisition}"),
+		metric.WithDescription("Acquisitions decided by the script call that decided an acquisition (combining)."),
+		metric.WithExplicitBucketBoundaries(batchBuckets...))
+	add(e)
+	m.measurements, e = meter.Int64Counter("ratelimiter.clock.measurements", metric.WithUnit("{measurement}"),
+		metric.WithDescription("Measurements of a client's clock against Redis TIME, by whether the skew was large, or error.type."))
+	add(e)
+	_, e = meter.Float64ObservableGauge("ratelimiter.clock.offset", metric.WithUnit("s"),
+		metric.WithDescription("Client clock minus Redis TIME at the last successful measurement; positive: the client is ahead."),
+		metric.WithFloat64Callback(m.observeOffset))
+	add(e)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Hooks returns the hooks that record the metrics, for ratelimiter.WithHooks.
+func (m *Metrics) Hooks() ratelimiter.Hooks {
+	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew}
+}
+
+// Decision records one acquisition; it is the Decision hook.
+func (m *Metrics) Decision(d ratelimiter.Decision) {
+	ctx := context.Background()
+	a := m.names.get(d.Limiter)
+	op := opIndex(d.Op)
+	out := outGranted
+	switch {
+	case d.Err != nil:
+		out = outError
+	case !d.Granted:
+		out = outRefused
+	}
+	dec := &a.decision[op][out]
+	m.decisions.Add(ctx, 1, dec.add...)
+	if d.Granted {
+		m.permits.Add(ctx, d.Permits, a.op[op].add...)
+	}
+	if d.Op != ratelimiter.OpAllow {
+		m.wait.Record(ctx, d.Waited.Seconds(), dec.rec...)
+	}
+	if d.RoundTrip > 0 {
+		m.redis.Record(ctx, d.RoundTrip.Seconds(), a.limiter.rec...)
+		m.batch.Record(ctx, int64(d.Batch), a.limiter.rec...)
+	}
+	if d.Err != nil {
+		kv := append(make([]attribute.KeyValue, 0, len(a.op[op].attrs)+1), a.op[op].attrs...)
+		m.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(kv, AttrErrorType.String(d.ErrorKind()))...)))
+	}
+}
+
+// ClockSkew records one clock measurement; it is the ClockSkew hook.
+func (m *Metrics) ClockSkew(s ratelimiter.ClockSkew) {
+	ctx := context.Background()
+	if s.Err != nil {
+		m.measurements.Add(ctx, 1, metric.WithAttributes(AttrErrorType.String(ratelimiter.ErrorKind(s.Err))))
+		return
+	}
+	m.offsetNS.Store(int64(s.Offset))
+	m.hasOffset.Store(true)
+	if s.Large {
+		m.measurements.Add(ctx, 1, largeTrue...)
+	} else {
+		m.measurements.Add(ctx, 1, largeFalse...)
+	}
+}
+
+var (
+	largeTrue  = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(AttrLarge.Bool(true)))}
+	largeFalse = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(AttrLarge.Bool(false)))}
+)
+
+func (m *Metrics) observeOffset(_ context.Context, o metric.Float64Observer) error {
+	if m.hasOffset.Load() {
+		o.Observe(float64(m.offsetNS.Load()) / 1e9)
+	}
+	return nil
+}
+
+// opIndex maps an Op to 0..3; 0 holds any Op the library does not make.
+func opIndex(op ratelimiter.Op) int {
+	if op >= ratelimiter.OpAllow && op <= ratelimiter.OpAcquire {
+		return int(op)
+	}
+	return 0
+}

@@ -1,0 +1,258 @@
+package ratelimiter
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Clock skew. Permit records are stamped with each client's clock, and
+// every client decides by its own clock which records have left the
+// window: a client whose clock is ahead by d sees the others' records
+// expire d early and takes their permits again. A Client therefore
+// compares its clock with Redis's TIME, the one clock every client
+// reaches: once at its first acquisition that reaches Redis, then every
+// few minutes, always in a background goroutine (at most one at a time),
+// so that no acquisition waits for it.
+
+// DefaultClockCheck is how often a Client measures its clock against
+// Redis after the first measurement, unless WithClockCheck says
+// otherwise.
+const DefaultClockCheck = 5 * time.Minute
+
+// skewRetry is the wait before the next automatic measurement after a
+// failed one, when shorter than the period.
+const skewRetry = 30 * time.Second
+
+// skewSamples is the number of TIME round trips per measurement; the
+// fastest gives the estimate.
+const skewSamples = 3
+
+// skewTimeout bounds one automatic measurement.
+const skewTimeout = 5 * time.Second
+
+// maxSkewNames bounds the limiter names a Client remembers to learn the
+// intervals it serves.
+const maxSkewNames = 64
+
+// LargeSkewFraction defines a large skew: |Offset| at least the shortest
+// interval served divided by this. A client ahead by d takes again the
+// permits of records written in the last d of the window. Measured on a
+// 50/s limiter with two saturating clients (README, "Clock skew"), 100 ms
+// apart (a tenth of the interval) let through 12% more than the rate on
+// average and up to 1.5 times the rate in the worst real 1 s window.
+const LargeSkewFraction = 10
+
+// ClockSkew is one measurement of a Client's clock against Redis.
+type ClockSkew struct {
+	// Offset is the Client's clock (WithClock; time.Now by default) minus
+	// Redis's TIME, taken at the middle of the fastest of three TIME
+	// round trips: positive when the Client's clock is ahead.
+	Offset time.Duration
+	// Uncertainty is half that round trip: the offset lies within Offset
+	// ± Uncertainty.
+	Uncertainty time.Duration
+	// Interval is the shortest interval among the limiters this Client
+	// has acquired from (the first 64 names it used), read from Redis with
+	// the measurement; 0 when none is known.
+	Interval time.Duration
+	// Large reports that Interval is known and |Offset| is at least
+	// Interval / LargeSkewFraction.
+	Large bool
+	// At is when the measurement was taken, by the Client's clock.
+	At time.Time
+	// Err is why the measurement failed, or nil; the other fields are
+	// then zero.
+	Err error
+}
+
+// WithClockCheck sets how often the Client measures its clock against
+// Redis in the background after its first acquisition: 0 means
+// DefaultClockCheck (5 minutes); a negative value turns the automatic
+// measurement off (MeasureClock still measures).
+func WithClockCheck(every time.Duration) Option {
+	return func(c *Client) { c.skew.every = every }
+}
+
+// skewState is a Client's clock measurement state. Its zero value has a
+// measurement due.
+type skewState struct {
+	every  time.Duration // WithClockCheck
+	idle   atomic.Bool   // no automatic measurement is due or running
+	names  sync.Map      // limiter names acquired from: string -> struct{}
+	nNames atomic.Int32
+	mu     sync.Mutex
+	last   ClockSkew // the last successful measurement
+	has    bool
+}
+
+// tick runs on every decision: it remembers the limiter's name and starts
+// a measurement in the background when one is due. It costs two atomic
+// loads (and one sync.Map lookup for the first 64 names) when nothing is
+// due, and never waits for Redis.
+func (s *skewState) tick(c *Client, d *Decision) {
+	if d.RoundTrip == 0 {
+		return // nothing reached Redis
+	}
+	if s.nNames.Load() < maxSkewNames {
+		s.remember(d.Limiter)
+	}
+	if s.idle.Load() || s.every < 0 {
+		return
+	}
+	if s.idle.CompareAndSwap(false, true) {
+		go s.background(c)
+	}
+}
+
+func (s *skewState) remember(name string) {
+	if _, ok := s.names.Load(name); ok {
+		return
+	}
+	if s.nNames.Add(1) <= maxSkewNames {
+		s.names.Store(name, struct{}{})
+	}
+}
+
+// background measures, reports, and makes the next measurement due after
+// the period (sooner after a failure).
+func (s *skewState) background(c *Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), skewTimeout)
+	m := c.measure(ctx)
+	cancel()
+	next := s.every
+	if next == 0 {
+		next = DefaultClockCheck
+	}
+	if m.Err != nil {
+		next = min(next, skewRetry)
+	}
+	time.AfterFunc(next, func() { s.idle.Store(false) })
+}
+
+// ClockOffset returns the offset of the last successful measurement of
+// this Client's clock against Redis (ClockSkew.Offset: positive when this
+// clock is ahead) and true, or 0 and false before the first one.
+func (c *Client) ClockOffset() (time.Duration, bool) {
+	m, ok := c.LastClockSkew()
+	return m.Offset, ok
+}
+
+// LastClockSkew returns the last successful measurement and true, or the
+// zero ClockSkew and false before the first one.
+func (c *Client) LastClockSkew() (ClockSkew, bool) {
+	c.skew.mu.Lock()
+	defer c.skew.mu.Unlock()
+	return c.skew.last, c.skew.has
+}
+
+// MeasureClock measures this Client's clock against Redis's TIME now
+// (three round trips, and one pipeline reading the intervals of the
+// limiters it has used), records the result for ClockOffset, reports it
+// to the ClockSkew hook and returns it. It fails with the Client's
+// construction error, with Redis's error, or with ctx's when ctx is done
+// first; the failure is reported to the hook too.
+func (c *Client) MeasureClock(ctx context.Context) (ClockSkew, error) {
+	m := c.measure(ctx)
+	return m, m.Err
+}
+
+// measure takes, records and reports one measurement.
+func (c *Client) measure(ctx context.Context) ClockSkew {
+	m := c.takeSkew(ctx)
+	if m.Err == nil {
+		c.skew.mu.Lock()
+		c.skew.last, c.skew.has = m, true
+		c.skew.mu.Unlock()
+	}
+	if c.hooks.ClockSkew != nil {
+		c.hooks.ClockSkew(m)
+	}
+	return m
+}
+
+func (c *Client) takeSkew(ctx context.Context) ClockSkew {
+	if c.err != nil {
+		return ClockSkew{Err: c.err}
+	}
+	interval, err := bounded(ctx, func() (time.Duration, error) { return c.shortestInterval(ctx) })
+	if err != nil {
+		return ClockSkew{Err: c.result(err)}
+	}
+	m, err := bounded(ctx, func() (ClockSkew, error) { return c.sampleTime(ctx) })
+	if err != nil {
+		return ClockSkew{Err: c.result(err)}
+	}
+	m.Interval = interval
+	m.Large = interval > 0 && m.Offset.Abs() >= interval/LargeSkewFraction
+	return m
+}
+
+// sampleTime asks Redis for TIME skewSamples times and keeps the fastest
+// round trip.
+func (c *Client) sampleTime(ctx context.Context) (ClockSkew, error) {
+	var best ClockSkew
+	bestRTT := time.Duration(-1)
+	for i := 0; i < skewSamples; i++ {
+		start, c0 := time.Now(), c.clock()
+		server, err := c.rdb.Time(ctx).Result()
+		rtt, c1 := time.Since(start), c.clock()
+		if err != nil {
+			return ClockSkew{}, err
+		}
+		if bestRTT >= 0 && rtt >= bestRTT {
+			continue
+		}
+		mid := c0.Add(c1.Sub(c0) / 2)
+		bestRTT = rtt
+		best = ClockSkew{Offset: mid.Sub(server), Uncertainty: rtt / 2, At: mid}
+	}
+	return best, nil
+}
+
+// shortestInterval reads the interval field of every limiter name
+// remembered, in one pipeline, and returns the shortest; 0 when none is
+// configured.
+func (c *Client) shortestInterval(ctx context.Context) (time.Duration, error) {
+	var keys []string
+	c.skew.names.Range(func(k, _ any) bool {
+		name := k.(string)
+		if c.mapName != nil {
+			name = c.mapName(name)
+		}
+		keys = append(keys, name)
+		return true
+	})
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	pipe := c.rdb.Pipeline()
+	for _, k := range keys {
+		pipe.HGet(ctx, k, "interval")
+	}
+	cmds, err := pipe.Exec(ctx)
+	var reply redis.Error
+	if err != nil && !errors.As(err, &reply) {
+		return 0, err // not a reply (redis.Nil is one): Redis was not reached
+	}
+	var shortest time.Duration
+	for _, cmd := range cmds {
+		s, err := cmd.(interface{ Result() (string, error) }).Result()
+		if err != nil {
+			continue // absent, or not a string: not a limiter now
+		}
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms < 1 || ms > int64(maxHint/time.Millisecond) {
+			continue
+		}
+		if d := time.Duration(ms) * time.Millisecond; shortest == 0 || d < shortest {
+			shortest = d
+		}
+	}
+	return shortest, nil
+}
