@@ -15,7 +15,7 @@ import (
 
 // Every kind of decision lands in its series: grants with their permits,
 // refusals, errors by kind, waits of the blocking calls, Redis round
-// trips; a clock measurement sets the offset gauge.
+// trips.
 func TestMetricsRecordDecisions(t *testing.T) {
 	ctx := context.Background()
 	s := newSDK(t)
@@ -66,8 +66,8 @@ func TestMetricsRecordDecisions(t *testing.T) {
 	require.Equal(t, uint64(1), n, "only blocking calls record waits")
 	n, _ = histCount(t, got["ratelimiter.wait.duration s"], at("allow", "granted"))
 	require.Zero(t, n)
-
-	require.NotContains(t, got, "ratelimiter.clock.offset s", "no offset before a measurement")
+	// (The Client's first clock measurement runs in the background and may
+	// or may not have set the offset gauge by now: TestMetricsClockOffset.)
 }
 
 // A clock measurement sets the offset gauge to the client's clock minus
