@@ -45,24 +45,36 @@ const memberRetries = 8
 // exceeds the rate; other errors are Redis's, or ctx's when ctx is done
 // before the answer comes.
 func (r *Limiter) Allow(ctx context.Context, n int64) (Result, error) {
-	return r.try(ctx, n, true)
+	return try(ctx, r, n, true)
 }
 
-// try is Allow; detail asks for every field of Result, which costs Redis a
-// little more than Granted alone.
-func (r *Limiter) try(ctx context.Context, n int64, detail bool) (Result, error) {
-	d := Decision{Limiter: r.name, Op: OpAllow, Permits: n}
-	if err := r.check(checkPermits(n)); err != nil {
-		return Result{}, r.decided(d, err)
+// acquirer is what try and wait need of a Limiter or a Composite.
+type acquirer interface {
+	target
+	client() *Client
+	label() string // the name its Decisions and errors carry
+	check(err error) error
+	decided(d Decision, err error) error
+}
+
+func (r *Limiter) client() *Client { return r.c }
+func (r *Limiter) label() string   { return r.name }
+
+// try is Allow on t; detail asks for every field of Result, which costs
+// Redis a little more than Granted alone.
+func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) {
+	d := Decision{Limiter: t.label(), Op: OpAllow, Permits: n}
+	if err := t.check(checkPermits(n)); err != nil {
+		return Result{}, t.decided(d, err)
 	}
 	var a answer
-	if r.c.maxBatch == 1 {
-		a = direct(ctx, r, n, detail)
+	if c := t.client(); c.maxBatch == 1 {
+		a = direct(ctx, t, n, detail)
 	} else {
-		a = r.c.submit(newRequest(ctx, r, n, detail))
+		a = c.submit(newRequest(ctx, t, n, detail))
 	}
 	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch
-	return a.v.res, r.decided(d, firstErr(a.err, a.v.err))
+	return a.v.res, t.decided(d, firstErr(a.err, a.v.err))
 }
 
 // decided reports d, ended with err, to the Client's hooks and returns err
@@ -77,7 +89,7 @@ func (r *Limiter) decided(d Decision, err error) error {
 // TryAcquire takes n permits if they are available now and reports
 // whether it did. It never waits. Errors are those of Allow.
 func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
-	res, err := r.try(ctx, n, false)
+	res, err := try(ctx, r, n, false)
 	return res.Granted, err
 }
 
@@ -93,7 +105,7 @@ func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.D
 		return false, r.decided(Decision{Limiter: r.name, Op: OpTryAcquireTimeout, Permits: n},
 			r.check(invalid("negative timeout %v", timeout)))
 	}
-	return r.wait(ctx, n, time.Now().Add(timeout), OpTryAcquireTimeout)
+	return wait(ctx, r, n, time.Now().Add(timeout), OpTryAcquireTimeout)
 }
 
 // Acquire takes n permits, waiting as long as it takes. It waits on the
@@ -102,31 +114,31 @@ func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.D
 // pass ctx's deadline; ctx.Err() when ctx is done while waiting. Other
 // errors are those of Allow.
 func (r *Limiter) Acquire(ctx context.Context, n int64) error {
-	_, err := r.wait(ctx, n, time.Time{}, OpAcquire)
+	_, err := wait(ctx, r, n, time.Time{}, OpAcquire)
 	return err
 }
 
-// wait acquires until granted, until the hint passes limit (false, nil)
-// or ctx's deadline (an error). A zero limit means none.
-func (r *Limiter) wait(ctx context.Context, n int64, limit time.Time, op Op) (bool, error) {
-	d := Decision{Limiter: r.name, Op: op, Permits: n}
-	if err := r.check(checkPermits(n)); err != nil {
-		return false, r.decided(d, err)
+// wait acquires n permits of t until granted, until the hint passes limit
+// (false, nil) or ctx's deadline (an error). A zero limit means none.
+func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (bool, error) {
+	d := Decision{Limiter: t.label(), Op: op, Permits: n}
+	if err := t.check(checkPermits(n)); err != nil {
+		return false, t.decided(d, err)
 	}
 	var ok bool
 	var err error
 	if err = ctx.Err(); err == nil {
-		if r.c.maxBatch == 1 {
-			ok, err = waitDirect(ctx, r, n, limit, &d)
+		if c := t.client(); c.maxBatch == 1 {
+			ok, err = waitDirect(ctx, t, n, limit, &d)
 		} else {
-			ok, err = r.c.waitQueued(ctx, r, n, limit, &d)
+			ok, err = c.waitQueued(ctx, t, n, limit, &d)
 		}
 	}
 	d.Granted = ok
 	if ok {
 		d.RetryAfter = 0
 	}
-	return ok, r.decided(d, err)
+	return ok, t.decided(d, err)
 }
 
 func checkPermits(n int64) error {

@@ -100,13 +100,13 @@ func (a *Composite) Parts() []*Limiter { return slices.Clone(a.parts) }
 // ErrPermitsExceedRate when n exceeds a part's rate; both errors name that
 // part. Other errors are those of Limiter.Allow.
 func (a *Composite) Allow(ctx context.Context, n int64) (Result, error) {
-	return a.try(ctx, n, true)
+	return try(ctx, a, n, true)
 }
 
 // TryAcquire takes n permits from every part if all have them now, and
 // reports whether it did. It never waits. Errors are those of Allow.
 func (a *Composite) TryAcquire(ctx context.Context, n int64) (bool, error) {
-	res, err := a.try(ctx, n, false)
+	res, err := try(ctx, a, n, false)
 	return res.Granted, err
 }
 
@@ -119,53 +119,19 @@ func (a *Composite) TryAcquireTimeout(ctx context.Context, n int64, timeout time
 		return false, a.decided(Decision{Limiter: a.name, Op: OpTryAcquireTimeout, Permits: n},
 			a.check(invalid("negative timeout %v", timeout)))
 	}
-	return a.wait(ctx, n, time.Now().Add(timeout), OpTryAcquireTimeout)
+	return wait(ctx, a, n, time.Now().Add(timeout), OpTryAcquireTimeout)
 }
 
 // Acquire takes n permits from every part, waiting as long as it takes:
 // one wait for the whole set, on the hint until every part can grant.
 // Context deadlines and errors are handled as by Limiter.Acquire.
 func (a *Composite) Acquire(ctx context.Context, n int64) error {
-	_, err := a.wait(ctx, n, time.Time{}, OpAcquire)
+	_, err := wait(ctx, a, n, time.Time{}, OpAcquire)
 	return err
 }
 
-// try and wait are Limiter's (acquire.go) on the composite's target.
-func (a *Composite) try(ctx context.Context, n int64, detail bool) (Result, error) {
-	d := Decision{Limiter: a.name, Op: OpAllow, Permits: n}
-	if err := a.check(checkPermits(n)); err != nil {
-		return Result{}, a.decided(d, err)
-	}
-	var ans answer
-	if a.c.maxBatch == 1 {
-		ans = direct(ctx, a, n, detail)
-	} else {
-		ans = a.c.submit(newRequest(ctx, a, n, detail))
-	}
-	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = ans.v.res.Granted, ans.v.res.RetryAfter, ans.roundTrip, ans.batch
-	return ans.v.res, a.decided(d, firstErr(ans.err, ans.v.err))
-}
-
-func (a *Composite) wait(ctx context.Context, n int64, limit time.Time, op Op) (bool, error) {
-	d := Decision{Limiter: a.name, Op: op, Permits: n}
-	if err := a.check(checkPermits(n)); err != nil {
-		return false, a.decided(d, err)
-	}
-	var ok bool
-	var err error
-	if err = ctx.Err(); err == nil {
-		if a.c.maxBatch == 1 {
-			ok, err = waitDirect(ctx, a, n, limit, &d)
-		} else {
-			ok, err = a.c.waitQueued(ctx, a, n, limit, &d)
-		}
-	}
-	d.Granted = ok
-	if ok {
-		d.RetryAfter = 0
-	}
-	return ok, a.decided(d, err)
-}
+func (a *Composite) client() *Client { return a.c }
+func (a *Composite) label() string   { return a.name }
 
 func (a *Composite) check(err error) error {
 	if a.err != nil {

@@ -3,9 +3,7 @@ package ratelimiter_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,37 +69,16 @@ func evictionRun(t *testing.T, policy string, keepAlive time.Duration, rate int6
 	require.NoError(t, err)
 
 	end := time.Now().Add(3 * time.Second)
-	var mu sync.Mutex
-	var times []int64
-	errs := 0
-	var wg sync.WaitGroup
-	wg.Add(1)
+	fillerDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(fillerDone)
 		filler := strings.Repeat("x", 4096)
 		for i := 0; time.Now().Before(end); i++ {
 			_ = rdb.Set(ctx, fmt.Sprintf("filler:%d", i), filler, time.Hour).Err()
 		}
 	}()
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(end) {
-				ok, err := l.TryAcquire(ctx, 1)
-				mu.Lock()
-				if err != nil {
-					errs++
-				} else if ok {
-					times = append(times, time.Now().UnixMilli())
-				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	wg.Wait()
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	times, errs := grantTimes(8, end, func(int) (bool, error) { return l.TryAcquire(ctx, 1) })
+	<-fillerDone
 	worst, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
 	var evicted int64
 	info := rdb.Info(ctx, "stats").Val()

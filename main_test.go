@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +96,34 @@ func recordPermits(t testing.TB, rdb *redis.Client, key string) int64 {
 		sum += int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))
 	}
 	return sum
+}
+
+// grantTimes runs goroutines that call try (given their number) until end,
+// a millisecond apart, and returns the times of the grants in epoch ms,
+// sorted, and the calls that failed.
+func grantTimes(goroutines int, end time.Time, try func(g int) (bool, error)) ([]int64, int) {
+	var mu sync.Mutex
+	var times []int64
+	errs := 0
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				ok, err := try(g)
+				mu.Lock()
+				if err != nil {
+					errs++
+				} else if ok {
+					times = append(times, time.Now().UnixMilli())
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return times, errs
 }

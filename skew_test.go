@@ -3,9 +3,7 @@ package ratelimiter_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,28 +36,8 @@ func TestClockSkewEffect(t *testing.T) {
 		}
 		_, err := ls[0].TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval})
 		require.NoError(t, err)
-		var mu sync.Mutex
-		var times []int64
-		var wg sync.WaitGroup
-		end := time.Now().Add(4 * time.Second)
-		for g := 0; g < 8; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(end) {
-					ok, err := ls[g%2].TryAcquire(ctx, 1)
-					require.NoError(t, err)
-					if ok {
-						mu.Lock()
-						times = append(times, time.Now().UnixMilli())
-						mu.Unlock()
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}()
-		}
-		wg.Wait()
-		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		times, errs := grantTimes(8, time.Now().Add(4*time.Second), func(g int) (bool, error) { return ls[g%2].TryAcquire(ctx, 1) })
+		require.Zero(t, errs)
 		worst, _ := redistest.WorstWindow(times, interval.Milliseconds())
 		slack, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
 		report = append(report, fmt.Sprintf("| ±%v | %d | %.2fx |", skew/2, worst, float64(worst)/rate))
