@@ -80,7 +80,9 @@ func WithMemberFormat(f MemberFormat) Option {
 // permit records and decides which have expired; the default is
 // time.Now. Like Redisson, the limiter trusts each client's clock, so
 // the clocks of a fleet must agree. Waiting in Acquire always uses real
-// time.
+// time. now must be safe for concurrent use: script calls read it from the
+// goroutines that run them, and the clock check (WithClockCheck) from its
+// own.
 func WithClock(now func() time.Time) Option {
 	return func(c *Client) {
 		if now == nil {

@@ -156,8 +156,11 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	shared := rdb(t)
 	one := ratelimiter.NewClient(shared, ratelimiter.WithMemberFormat(formatFor(v)))
 	for i := 0; i < goWorkers; i++ {
-		var last int64 // written and read only by worker i's goroutine
-		cl := ratelimiter.NewClient(shared, ratelimiter.WithMemberFormat(formatFor(v)), ratelimiter.WithClock(func() time.Time {
+		// last is written and read only by worker i's goroutine (or by the
+		// goroutine of its script call, before the call's answer): no clock
+		// check, which would read the clock from another goroutine.
+		var last int64
+		cl := ratelimiter.NewClient(shared, ratelimiter.WithMemberFormat(formatFor(v)), ratelimiter.WithClockCheck(-1), ratelimiter.WithClock(func() time.Time {
 			now := time.Now()
 			last = now.UnixMilli()
 			return now
