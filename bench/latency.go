@@ -13,10 +13,11 @@ type latencySample struct {
 }
 
 // latency times plan.latencyCalls sequential granted calls per contender
-// and round, contenders alternated.
+// and round, contenders alternated; many short rounds, so that a busy
+// moment of a shared machine falls on one contender's round only.
 func (b *bench) latency(ctx context.Context) ([][]latencySample, error) {
 	all := make([][]latencySample, len(b.cs))
-	for r := 0; r < b.plan.rounds; r++ {
+	for r := 0; r < b.plan.latencyRounds; r++ {
 		for i, c := range b.cs {
 			s, err := b.latencyRun(ctx, c)
 			if err != nil {

@@ -20,6 +20,11 @@ type memorySample struct {
 // memory measures, per contender, the bytes of an idle limiter (set up,
 // one grant, rate 10 per hour) and of each grant held in one window.
 func (b *bench) memory(ctx context.Context) ([]memorySample, error) {
+	dropBallast, err := b.ballast(ctx, 3*b.plan.idleLimiters)
+	if err != nil {
+		return nil, err
+	}
+	defer dropBallast()
 	out := make([]memorySample, len(b.cs))
 	for i, c := range b.cs {
 		n := b.plan.idleLimiters
@@ -40,9 +45,42 @@ func (b *bench) memory(ctx context.Context) ([]memorySample, error) {
 	return out, nil
 }
 
+// ballast sizes Redis's keyspace tables (keys and expires) for n more
+// keys than it leaves, so that no contender's keys make them grow (the
+// table doubles at once: whoever crossed the size would pay for everyone)
+// and deleting a contender's keys does not make them shrink during the
+// next measurement. It creates 2n keys with a TTL and deletes n of them.
+func (b *bench) ballast(ctx context.Context, n int) (func(), error) {
+	pattern := b.prefix + "ballast:"
+	for i := 0; i < 2*n; i += 1000 {
+		pipe := b.rdb.Pipeline()
+		for j := i; j < min(i+1000, 2*n); j++ {
+			pipe.Set(ctx, fmt.Sprintf("%s%d:%08d", pattern, j%2, j), "x", time.Hour)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("ballast: %w", err)
+		}
+	}
+	if _, err := deleteKeys(ctx, b.rdb, pattern+"1:*"); err != nil {
+		return nil, err
+	}
+	return func() { _, _ = deleteKeys(context.Background(), b.rdb, pattern+"*") }, nil
+}
+
 // idleMemory creates n limiters of c, one grant each, from 32 workers, and
 // returns used_memory and keys per limiter.
 func (b *bench) idleMemory(ctx context.Context, c contender, n int) (float64, float64, error) {
+	// First a few limiters that are not counted: the scripts a first
+	// call loads into Redis's script cache are not the limiters' memory.
+	warm := b.key("idle-warm")
+	for i := 0; i < 5; i++ {
+		if err := b.idleOne(ctx, c, fmt.Sprintf("%s-%d", warm, i)); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := b.drop(ctx, warm); err != nil {
+		return 0, 0, err
+	}
 	label := b.key("idle") + "-"
 	before, err := readStats(ctx, b.rdb)
 	if err != nil {

@@ -10,7 +10,8 @@ type plan struct {
 	callers []int         // concurrent callers on one hot key
 	warmup  time.Duration // each contender runs 16 callers this long first (Redisson 3x: the JIT)
 
-	latencyCalls int // sequential calls per contender and round
+	latencyRounds int // latency rounds, contenders alternated in each
+	latencyCalls  int // sequential calls per contender and round
 
 	idleLimiters     int // limiters created for memory per idle limiter
 	idleLimitersJava int // the same for Redisson (each one two peer commands)
@@ -30,7 +31,8 @@ var fullPlan = plan{
 	round:            600 * time.Millisecond,
 	warmup:           time.Second,
 	callers:          []int{1, 16, 64},
-	latencyCalls:     2000,
+	latencyRounds:    10,
+	latencyCalls:     300,
 	idleLimiters:     100_000,
 	idleLimitersJava: 10_000,
 	windowPermits:    10_000,
@@ -49,7 +51,8 @@ var quickPlan = plan{
 	round:            150 * time.Millisecond,
 	warmup:           200 * time.Millisecond,
 	callers:          []int{1, 16, 64},
-	latencyCalls:     200,
+	latencyRounds:    2,
+	latencyCalls:     100,
 	idleLimiters:     2_000,
 	idleLimitersJava: 300,
 	windowPermits:    1_000,

@@ -109,8 +109,9 @@ func (r *results) throughputTable(w io.Writer, p path) {
 }
 
 func (r *results) latencyTable(w io.Writer) {
-	fmt.Fprintf(w, "### Latency of one uncontended call\n\n%d sequential granted calls per contender and round; "+
-		"Redisson's peer times the whole series, so only its mean is known.\n\n", r.plan.latencyCalls)
+	fmt.Fprintf(w, "### Latency of one uncontended call\n\n%d rounds of %d sequential granted calls per contender, "+
+		"medians of the rounds' percentiles; Redisson's peer times the whole series, so only its mean is known.\n\n",
+		r.plan.latencyRounds, r.plan.latencyCalls)
 	fmt.Fprint(w, "| contender | p50 µs | p99 µs | mean µs |\n|---|---:|---:|---:|\n")
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	mean := func(i int) float64 {
@@ -125,9 +126,11 @@ func (r *results) latencyTable(w io.Writer) {
 }
 
 func (r *results) memoryTable(w io.Writer) {
-	fmt.Fprintf(w, "### Redis memory\n\nIdle limiter: set up (rate 10 per hour) and one grant, used_memory delta over "+
-		"the limiters created (%d; Redisson fewer, each is two peer commands). Per permit: one limiter holding %d grants "+
-		"of 16 callers in its window (rate %d per hour), used_memory delta over the grants.\n\n",
+	fmt.Fprintf(w, "### Redis memory\n\nIdle limiter: set up (rate 10 per hour) and one grant, used_memory delta "+
+		"(less mem_clients_normal, the connections' buffers) over the limiters created (%d; Redisson fewer, each is "+
+		"two peer commands). Per permit: one limiter holding %d grants of 16 callers in its window (rate %d per hour), "+
+		"the delta over the grants. The keyspace tables are sized beforehand, so the figures are the keys and values, "+
+		"not a table's doubling.\n\n",
 		r.plan.idleLimiters, r.plan.windowPermits, r.plan.windowPermits)
 	fmt.Fprint(w, "| contender | bytes per idle limiter | keys per limiter | limiters | bytes per permit in the window | grants |\n|---|---:|---:|---:|---:|---:|\n")
 	for i, name := range r.names {
