@@ -24,12 +24,14 @@ test: deps vet
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
 # stdout, SVG charts into docs/bench/. About 4 minutes on 2 cores.
-bench: deps-redis peer
+bench: deps-redis deps-java
+	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(GO) run . --charts ../docs/bench $(BENCH_ARGS)
 
 # Every contender and measurement briefly (under a minute); charts into
 # /tmp/ratelimiter-bench-quick, the committed ones stay.
-bench-quick: deps-redis peer
+bench-quick: deps-redis deps-java
+	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick $(BENCH_ARGS)
 
 # Redis time per TryAcquire next to a one-command script (see bench_test.go).

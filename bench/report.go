@@ -76,8 +76,9 @@ func (r *results) throughputTable(w io.Writer, p path) {
 	fmt.Fprintf(w, "### Throughput and Redis CPU, one hot key, %s path (@n: n concurrent callers)\n\n", p.name)
 	if p.name == "granted" {
 		fmt.Fprintf(w, "Rate %d per %v: every call is granted. Decisions started per second (%v per run), "+
-			"Redis CPU per decision from INFO cpu (user + sys, the whole server), script calls and commands "+
-			"(those run inside scripts included) per decision from INFO commandstats.\n\n", p.rate, p.interval, r.plan.round)
+			"Redis CPU per decision from INFO cpu (user + sys, the whole server: network and event loop included), "+
+			"the time inside the script calls, script calls and commands (those run inside scripts included) per "+
+			"decision from INFO commandstats.\n\n", p.rate, p.interval, r.plan.round)
 	} else {
 		fmt.Fprintf(w, "Rate %d per %v, already taken: every call is refused (the floor grants anyway).\n\n", p.rate, p.interval)
 	}
@@ -89,8 +90,8 @@ func (r *results) throughputTable(w io.Writer, p path) {
 	for _, c := range r.plan.callers {
 		fmt.Fprintf(w, " Redis CPU µs/decision @%d |", c)
 	}
-	fmt.Fprintf(w, " scripts/decision @%d | commands/decision @%d |\n", top, top)
-	fmt.Fprint(w, "|---|"+strings.Repeat("---:|", 2*len(r.plan.callers)+2)+"\n")
+	fmt.Fprintf(w, " µs in the script call/decision @1 | scripts/decision @%d | commands/decision @%d |\n", top, top)
+	fmt.Fprint(w, "|---|"+strings.Repeat("---:|", 2*len(r.plan.callers)+3)+"\n")
 	at := func(i, callers int, f func(sample) float64) float64 { return median(pick(r.tp[p.name][callers][i], f)) }
 	perSec := func(s sample) float64 { return s.perSec }
 	cpu := func(s sample) float64 { return s.cpuUs }
@@ -102,6 +103,8 @@ func (r *results) throughputTable(w io.Writer, p path) {
 		for _, c := range r.plan.callers {
 			fmt.Fprintf(w, " %s |", withRatio(at(i, c, cpu), at(0, c, cpu), 1))
 		}
+		fmt.Fprintf(w, " %s |", withRatio(at(i, r.plan.callers[0], func(s sample) float64 { return s.scriptUs }),
+			at(0, r.plan.callers[0], func(s sample) float64 { return s.scriptUs }), 1))
 		fmt.Fprintf(w, " %.2f | %.2f |\n", at(i, top, func(s sample) float64 { return s.scripts }),
 			at(i, top, func(s sample) float64 { return s.commands }))
 	}
