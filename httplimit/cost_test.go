@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
@@ -41,13 +42,17 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
 	return calls
 }
 
-// TestRedisCommandsPerRequest counts, with INFO commandstats, the Redis
-// commands that the middleware sends per request once its limiter is
+// TestRedisCommandsPerRequest counts the Redis round trips (a go-redis
+// hook) and commands (INFO commandstats, the commands scripts run
+// included) that the middleware sends per request once its limiter is
 // configured: 100 requests on a rate of 50, half granted and half
-// refused, with the RateLimit fields on.
+// refused, with the RateLimit fields on. Each request is one script call
+// and nothing else: no pipeline reads the state for the headers. The
+// Client's background clock check is off: it would add a few calls.
 func TestRedisCommandsPerRequest(t *testing.T) {
 	rdb := newRedis(t)
-	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 50, Interval: time.Minute}, httplimit.WithPrefix(prefix(t)))
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 50, Interval: time.Minute}, httplimit.WithPrefix(prefix(t)),
+		httplimit.WithClientOptions(ratelimiter.WithClockCheck(-1)))
 	require.NoError(t, err)
 	srv := serve(t, lim.Handler(&counting{}))
 	require.Equal(t, http.StatusOK, get(t, srv.URL).StatusCode) // configures the limiter
@@ -63,6 +68,8 @@ func TestRedisCommandsPerRequest(t *testing.T) {
 	require.Equal(t, map[int]int{200: 49, 429: 51}, codes)
 	total := int64(0)
 	t.Logf("round trips %.2f per request", float64(trips.n.Load())/requests)
+	assert.Equal(t, int64(requests), trips.scripts.Load(), "script calls")
+	assert.Zero(t, trips.pipelines.Load(), "pipelines")
 	for name, n := range after {
 		if d := n - before[name]; d > 0 {
 			t.Logf("%-10s %.2f per request", name, float64(d)/requests)
@@ -73,16 +80,21 @@ func TestRedisCommandsPerRequest(t *testing.T) {
 }
 
 // roundTrips is a go-redis hook that counts the commands and pipelines
-// sent: each is one network round trip.
-type roundTrips struct{ n atomic.Int64 }
+// sent, each one network round trip, and among them the script calls and
+// the pipelines.
+type roundTrips struct{ n, scripts, pipelines atomic.Int64 }
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "info" {
-			h.n.Add(1)
+		switch cmd.Name() {
+		case "info":
+			return next(ctx, cmd)
+		case "evalsha", "eval":
+			h.scripts.Add(1)
 		}
+		h.n.Add(1)
 		return next(ctx, cmd)
 	}
 }
@@ -90,6 +102,7 @@ func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.n.Add(1)
+		h.pipelines.Add(1)
 		return next(ctx, cmds)
 	}
 }
