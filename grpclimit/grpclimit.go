@@ -20,7 +20,10 @@
 //
 // When Redis fails, the interceptors fail open by default (the call is
 // served, or sent, unmetered, and the error goes to the error hook);
-// FailClosed makes them fail the call with codes.Unavailable. In shadow
+// FailClosed makes them fail the call with codes.Unavailable. An incoming
+// call whose context ended while Redis did not answer (canceled, or its
+// deadline passed: a gRPC client enforces its deadline itself and has
+// stopped waiting) fails with the context's status in either mode. In shadow
 // mode (WithShadow) every incoming call is decided and reported but
 // served.
 package grpclimit

@@ -172,11 +172,13 @@ func (l *Interceptor) admit(ctx context.Context, method string) (context.Context
 
 // failed handles a call that got an error instead of a decision.
 func (l *Interceptor) failed(ctx context.Context, method string, err error) (context.Context, error) {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		// The client has gone: nobody reads the answer.
+	l.report(ctx, method, err)
+	if ctx.Err() != nil {
+		// The client canceled the call or its deadline passed: it has
+		// stopped waiting (a gRPC client enforces its deadline itself),
+		// so the handler's work would be lost.
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	l.report(ctx, method, err)
 	if l.failure == FailClosed && !l.shadow {
 		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
