@@ -7,7 +7,18 @@ GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_UPDATED := /tmp/.ratelimiter-apt-updated
 
-.PHONY: demo test deps deps-redis deps-java peer vet bench soak
+# go.mod requires the oldest go-redis the whole suite passes with, v9.17.2:
+# v9.15 and older lack Options.DialerRetries (the CLI sets it); v9.16.0 logs
+# a maintnotifications line on Redis 7.0 that the CLI's tests refuse;
+# v9.17.0 hung the Sentinel failover test in its connection pool (a
+# control client's SET blocked for minutes past its deadline, go-redis
+# issue 3619, fixed in v9.17.2). test-newest runs the quick suite once more
+# against the newest release we know, from a temporary copy of go.mod
+# (-modfile), so go.mod itself is not touched.
+GO_REDIS_NEWEST ?= v9.23.0
+NEWEST_MOD := $(or $(TMPDIR),/tmp)/ratelimiter-go-redis-newest.mod
+
+.PHONY: demo test test-short test-newest deps deps-redis deps-java peer vet bench bench-quick bench-redis-time soak
 
 demo: deps-redis
 	$(GO) run ./cmd/ratelimiter demo
@@ -18,9 +29,38 @@ demo: deps-redis
 test: deps vet
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
 	cd otel && $(GO) test -race -count=1 -p 1 -timeout 5m ./...
+	cd grpclimit && $(GO) test -race -count=1 -p 1 -timeout 5m ./...
+	cd bench && $(GO) test -race -count=1 -p 1 -timeout 5m ./...
+	$(MAKE) test-newest
+
+# The core suite on one redis-server, without Java, Cluster, Sentinel and
+# failover: the contributor's quick loop.
+test-short: deps-redis
+	$(GO) test -short -race -count=1 ./...
+
+test-newest: deps-redis
+	cp go.mod $(NEWEST_MOD)
+	cp go.sum $(NEWEST_MOD:.mod=.sum)
+	$(GO) get -modfile=$(NEWEST_MOD) github.com/redis/go-redis/v9@$(GO_REDIS_NEWEST)
+	$(GO) test -modfile=$(NEWEST_MOD) -short -race -count=1 -p 1 ./...
+	rm -f $(NEWEST_MOD) $(NEWEST_MOD:.mod=.sum)
+
+# The yardstick (bench/, its own module): this library beside Java Redisson
+# 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
+# redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
+# stdout, SVG charts into docs/bench/. About 4 minutes on 2 cores.
+bench: deps-redis deps-java
+	bash internal/compat/build-peer.sh 4.7.0
+	cd bench && $(GO) run . --charts ../docs/bench $(BENCH_ARGS)
+
+# Every contender and measurement briefly (under a minute); charts into
+# /tmp/ratelimiter-bench-quick, the committed ones stay.
+bench-quick: deps-redis deps-java
+	bash internal/compat/build-peer.sh 4.7.0
+	cd bench && $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick $(BENCH_ARGS)
 
 # Redis time per TryAcquire next to a one-command script (see bench_test.go).
-bench: deps-redis
+bench-redis-time: deps-redis
 	$(GO) test -run '^$$' -bench RedisTime -benchtime 20000x .
 
 # Ten minutes of Go and Java Redisson 4.7.0 on three limiters with faults
@@ -32,6 +72,8 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd otel && $(GO) vet ./...
+	cd grpclimit && $(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 deps: deps-redis deps-java peer
 

@@ -39,10 +39,10 @@ func TestClockSkewEffect(t *testing.T) {
 		times, errs := grantTimes(8, time.Now().Add(4*time.Second), func(g int) (bool, error) { return ls[g%2].TryAcquire(ctx, 1) })
 		require.Zero(t, errs)
 		worst, _ := redistest.WorstWindow(times, interval.Milliseconds())
-		slack, _ := redistest.WorstWindow(times, (interval - stampSlack).Milliseconds())
+		slack, _ := redistest.WorstWindow(times, (interval - edgeSlack).Milliseconds())
 		report = append(report, fmt.Sprintf("| ±%v | %d | %.2fx |", skew/2, worst, float64(worst)/rate))
 		if skew == 0 {
-			require.LessOrEqual(t, slack, rate, "no skew: every %v window", interval-stampSlack)
+			require.LessOrEqual(t, slack, rate, "no skew: every %v window", interval-edgeSlack)
 		}
 	}
 	t.Logf("CLOCK SKEW, two clients on one %d/%v limiter, 4 s:\n| clocks | most grants in one real second | vs rate |\n|---|---|---|\n%s",

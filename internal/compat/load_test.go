@@ -255,7 +255,10 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	if tolExact > loadRate {
 		t.Errorf("%d records scored within %dms (at +%dms), rate %d per %dms", tolExact, iv-stampTolerance, atTol-startMs, loadRate, iv)
 	}
-	if tolRec > loadRate {
+	// In acquire mode Java records when acquire returned, not the stamp: a
+	// thread scheduled late makes returns bunch up (54 in 900 ms once, with
+	// every record score in its window), so only the record scores count.
+	if tolRec > loadRate && mode == "try" {
 		t.Errorf("%d grants recorded within %dms, rate %d per %dms", tolRec, iv-stampTolerance, loadRate, iv)
 	}
 	if inDur*10 < want*9 {

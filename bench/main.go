@@ -1,0 +1,150 @@
+// Command bench puts this library's limiter beside Java Redisson's
+// RRateLimiter, go-redis/redis_rate (GCRA) and the classic algorithms
+// (fixed window, sliding log, sliding window counter, token bucket, and a
+// one-command script as the floor), all against one redis-server in one
+// run. It prints markdown tables (throughput and Redis CPU per decision at
+// 1, 16 and 64 callers on a hot key, latency, memory, exactness) and
+// writes SVG charts.
+//
+//	go run . [--quick] [--url redis://host:port] [--charts DIR]
+//
+// Without --url it starts a throwaway redis-server on a free loopback port
+// (REDIS_ADDR names an existing one instead). With --url it uses that
+// server and touches only keys that start with bench:<random>:.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/internal/redisproc"
+)
+
+// options are the command line's.
+type options struct {
+	url    string // Redis to use; empty: start one
+	quick  bool   // quickPlan instead of fullPlan
+	charts string // directory for the SVG charts; empty: none
+	noJava bool   // leave Redisson out
+	out    io.Writer
+	log    io.Writer
+}
+
+func main() {
+	o := options{out: os.Stdout, log: os.Stderr}
+	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
+	flag.BoolVar(&o.quick, "quick", false, "run every contender briefly (about a minute) instead of the full run (about four)")
+	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
+	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	if _, err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "bench: done in %v\n", time.Since(start).Round(time.Second))
+}
+
+// run measures every contender, prints the tables to o.out and writes the
+// charts.
+func run(ctx context.Context, o options) (*results, error) {
+	rdb, addr, stopRedis, err := connect(ctx, o.url, o.log)
+	if err != nil {
+		return nil, err
+	}
+	defer stopRedis()
+	defer rdb.Close()
+
+	p := fullPlan
+	if o.quick {
+		p = quickPlan
+	}
+	b := &bench{rdb: rdb, plan: p, prefix: "bench:" + randomHex(4) + ":", log: o.log}
+	defer deleteKeys(context.Background(), rdb, "*"+b.prefix+"*")
+
+	var skipped []string
+	redissonLabel := "Redisson left out"
+	var peer *javaPeer
+	if o.noJava {
+		skipped = append(skipped, "Redisson "+redissonVersion+" (--no-java)")
+	} else {
+		var why string
+		peer, why, err = startRedisson(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		if peer == nil {
+			skipped = append(skipped, "Redisson "+redissonVersion+": "+why)
+			fmt.Fprintf(o.log, "bench: Redisson %s left out: %s\n", redissonVersion, why)
+		} else {
+			defer peer.Close()
+			redissonLabel = "Redisson " + redissonVersion
+		}
+	}
+	b.cs = contenders(rdb, peer)
+	r := &results{env: newEnvironment(serverInfo(ctx, rdb), redissonLabel), plan: p, skipped: skipped}
+	for _, c := range b.cs {
+		r.names = append(r.names, c.name)
+	}
+	b.progress("%s run: %d contenders on %s (%s)", p.name, len(b.cs), addr, r.env.redis)
+	if r.tp, err = b.throughput(ctx); err != nil {
+		return nil, err
+	}
+	if r.lat, err = b.latency(ctx); err != nil {
+		return nil, err
+	}
+	if r.mem, err = b.memory(ctx); err != nil {
+		return nil, err
+	}
+	if r.exact, err = b.exactness(ctx); err != nil {
+		return nil, err
+	}
+	r.writeMarkdown(o.out)
+	if o.charts != "" {
+		files, err := writeCharts(r, o.charts)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			fmt.Fprintln(o.log, "bench: wrote", f)
+		}
+	}
+	return r, nil
+}
+
+// connect opens url, or starts a throwaway redis-server when url is empty.
+func connect(ctx context.Context, url string, log io.Writer) (*redis.Client, string, func(), error) {
+	var opts *redis.Options
+	stop := func() {}
+	if url != "" {
+		var err error
+		if opts, err = redis.ParseURL(url); err != nil {
+			return nil, "", nil, fmt.Errorf("--url: %w", err)
+		}
+	} else {
+		srv, err := redisproc.Start(ctx)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		fmt.Fprintf(log, "bench: started a throwaway redis-server on %s\n", srv.Addr())
+		opts = &redis.Options{Addr: srv.Addr()}
+		stop = func() { _ = srv.Close() }
+	}
+	opts.PoolSize = 128 // 64 callers never wait for a connection
+	rdb := redis.NewClient(opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		stop()
+		return nil, "", nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+	}
+	return rdb, opts.Addr, stop, nil
+}
