@@ -3,7 +3,6 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,22 +18,8 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/grpclimit"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
-
-// maxInWindow returns the most arrivals in any window of length w that
-// starts at an arrival.
-func maxInWindow(at []time.Time, w time.Duration) int {
-	at = slices.Clone(at)
-	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	most := 0
-	for i, j := 0, 0; i < len(at); i++ {
-		for j < len(at) && at[j].Sub(at[i]) < w {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
-}
 
 // Four clients (each its own Redis connection, ratelimiter.Client and
 // gRPC connection, warmed up first), five goroutines each, call a real
@@ -90,8 +75,8 @@ func TestOutgoingHoldsLimitAtReceiver(t *testing.T) {
 	defer h.mu.Unlock()
 	assert.Equal(t, sent.Load(), int64(len(h.at)))
 	assert.GreaterOrEqual(t, len(h.at), 2*rate)
-	assert.LessOrEqual(t, maxInWindow(h.at, interval), rate, "arrivals in one sliding window")
-	t.Logf("%d sent, %d limited; at most %d arrivals in a 1 s window", sent.Load(), limited.Load(), maxInWindow(h.at, interval))
+	assert.LessOrEqual(t, redistest.MostInWindow(h.at, interval), rate, "arrivals in one sliding window")
+	t.Logf("%d sent, %d limited; at most %d arrivals in a 1 s window", sent.Load(), limited.Load(), redistest.MostInWindow(h.at, interval))
 }
 
 // An outgoing call whose permits cannot come in time fails at once,

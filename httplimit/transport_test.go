@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/httplimit"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // arrivals is a handler that records when each request arrived, and when
@@ -56,22 +56,6 @@ func (s stamping) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("X-Sent", time.Now().Format(time.RFC3339Nano))
 	return s.base.RoundTrip(req)
-}
-
-// maxInWindow returns the most arrivals in any window of length w that
-// starts at an arrival: the sliding-window count a receiving server
-// enforcing a limit would see.
-func maxInWindow(at []time.Time, w time.Duration) int {
-	at = slices.Clone(at)
-	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	most := 0
-	for i, j := 0, 0; i < len(at); i++ {
-		for j < len(at) && at[j].Sub(at[i]) < w {
-			j++
-		}
-		most = max(most, j-i)
-	}
-	return most
 }
 
 // Four processes' worth of Transports (each its own Redis connection
@@ -143,9 +127,9 @@ func TestTransportHoldsLimitAtReceiver(t *testing.T) {
 	defer recv.mu.Unlock()
 	assert.Equal(t, sent.Load(), int64(len(recv.at)))
 	assert.GreaterOrEqual(t, len(recv.at), 2*rate)
-	assert.LessOrEqual(t, maxInWindow(recv.at, interval), rate, "arrivals in one sliding window")
+	assert.LessOrEqual(t, redistest.MostInWindow(recv.at, interval), rate, "arrivals in one sliding window")
 	t.Logf("%d sent, %d limited; at most %d arrivals in a 1 s window; send-to-arrival delays spread over %v",
-		sent.Load(), limited.Load(), maxInWindow(recv.at, interval), recv.delaySpread())
+		sent.Load(), limited.Load(), redistest.MostInWindow(recv.at, interval), recv.delaySpread())
 }
 
 // A request whose permits cannot come in time fails at once with
