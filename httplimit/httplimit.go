@@ -32,7 +32,12 @@
 //
 // In shadow mode (WithShadow) every request is decided and reported as
 // usual, to the decision hook, the Client's ratelimiter.Hooks and the
-// headers, but served: nothing is refused or delayed.
+// headers, but served: nothing is refused or delayed. The handler finds
+// the Decision, Shadow set, with FromContext.
+//
+// For outgoing requests, Transport is an http.RoundTripper that takes
+// permits from one limiter before each request, so that all the callers
+// of a remote API that share the limiter stay under its limit.
 //
 // When Redis fails, the middleware by default fails open: the request is
 // served unlimited and the error goes to the error hook. WithFailClosed
