@@ -58,9 +58,12 @@ func WithPermits(n int64) Option {
 }
 
 // WithWait makes a request that finds no permits wait up to max for them
-// (with the library's TryAcquireTimeout) before it is refused. A request
-// whose context ends while waiting is dropped: the next handler is not
-// called. The default, 0, refuses at once.
+// before it is refused. The request first tries once (Allow, whose reply
+// gives the RateLimit fields); when the wait hint passes max or the
+// request's context deadline it is refused at once, otherwise it waits
+// behind the limiter's other waiters (TryAcquireTimeout). A request
+// canceled while waiting (the client hung up) is dropped: the next
+// handler is not called. The default, 0, refuses at once.
 func WithWait(max time.Duration) Option {
 	return func(l *Middleware) {
 		if max < 0 {
