@@ -23,7 +23,13 @@ import (
 // deadline (as long as it takes without one); when the wait hint shows
 // the permits cannot come in time it fails at once, without being sent,
 // with an error that matches ErrLimited and carries
-// codes.ResourceExhausted.
+// codes.ResourceExhausted. The other errors it returns before sending also
+// carry a status (status.Code) and match their cause (errors.Is):
+// ErrInvalidOption (InvalidArgument) for fields out of range,
+// ratelimiter.ErrPermitsExceedRate (ResourceExhausted) when the limiter's
+// rate is below Permits, in either failure mode, and with FailClosed the
+// limiter's error (Unavailable); a call whose context ends while waiting
+// gets its context's status.
 //
 // As with httplimit.Transport, the limit holds for the clock readings of
 // the grants; give Interval a margin over the remote service's window
@@ -77,26 +83,33 @@ func (o *Outgoing) Stream() grpc.StreamClientInterceptor {
 	}
 }
 
-// limitedError is a refused outgoing call: ErrLimited with a
-// ResourceExhausted status.
-type limitedError struct{ st *status.Status }
+// callError is an outgoing call failed before it was sent: a gRPC status
+// for status.Code and the cause for errors.Is.
+type callError struct {
+	st    *status.Status
+	cause error
+}
 
-func (e limitedError) Error() string              { return e.st.Message() }
-func (e limitedError) GRPCStatus() *status.Status { return e.st }
-func (e limitedError) Unwrap() error              { return ErrLimited }
+func (e callError) Error() string              { return e.st.Message() }
+func (e callError) GRPCStatus() *status.Status { return e.st }
+func (e callError) Unwrap() error              { return e.cause }
+
+func failCall(c codes.Code, cause error) error {
+	return callError{status.New(c, cause.Error()), cause}
+}
 
 // take waits for the permits; it returns nil when the call may be sent.
 func (o *Outgoing) take(ctx context.Context, method string) error {
 	o.once.Do(o.init)
 	if o.err != nil {
-		return status.Error(codes.InvalidArgument, o.err.Error())
+		return failCall(codes.InvalidArgument, o.err)
 	}
 	ok, err := o.gate.Wait(ctx, o.Limiter, o.MaxWait)
 	switch {
 	case ok:
 		return nil
 	case err == nil:
-		return limitedError{status.New(codes.ResourceExhausted, fmt.Sprintf("%v: limiter %q", ErrLimited, o.Limiter.Name()))}
+		return failCall(codes.ResourceExhausted, fmt.Errorf("%w: limiter %q", ErrLimited, o.Limiter.Name()))
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -104,10 +117,10 @@ func (o *Outgoing) take(ctx context.Context, method string) error {
 		o.OnError(ctx, method, err)
 	}
 	if errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return failCall(codes.ResourceExhausted, err)
 	}
 	if o.FailureMode == FailClosed {
-		return status.Error(codes.Unavailable, "rate limiter unavailable: "+err.Error())
+		return failCall(codes.Unavailable, err)
 	}
 	return nil
 }

@@ -2,7 +2,7 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,7 +91,7 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*In
 	// An invalid client option shows on the first limiter made; releasing
 	// 0 permits reports it and sends nothing.
 	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
-		return nil, errors.Join(ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
 	l.gate = gate.New(cfg, l.permits)
 	return l, nil
