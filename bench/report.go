@@ -19,6 +19,15 @@ type results struct {
 	lat     [][]latencySample
 	mem     []memorySample
 	exact   []exactSample
+
+	blocked     blockedResult
+	multi       [][]multiSample // by multiCases
+	instr       instructionResult
+	windowNames []string
+	window      [][]float64 // Redis µs per call, by side and round
+	costNames   []string
+	cost        [][]costSample
+	replica     replicaResult
 }
 
 // environment names what the numbers came from.
@@ -67,7 +76,14 @@ func (r *results) writeMarkdown(w io.Writer) {
 	for _, p := range paths {
 		r.throughputTable(w, p)
 	}
+	r.combiningTable(w)
+	r.blockedTable(w)
 	r.latencyTable(w)
+	r.costTable(w)
+	r.replicaTable(w)
+	r.windowTable(w)
+	r.instructionTable(w)
+	r.multiTable(w)
 	r.memoryTable(w)
 	r.exactTable(w)
 }

@@ -37,8 +37,9 @@ var instructionPaths = []struct {
 // instructions Redis executes per tryAcquire while Redisson (peer, on the
 // same server) and this library each make n calls on a limiter of their
 // own in the same state: granted (fill records in the window) and refused.
-// Limiter names start with prefix. It fails when a call fails or does not
-// take the path counted (checked by the permits left afterwards).
+// Limiter names start with prefix. peer may be nil: Redisson is then left
+// out (0). It fails when a call fails or does not take the path counted
+// (checked by the permits left afterwards).
 func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis.Client, peer *Peer, prefix string, fill, n int) ([]Instructions, error) {
 	g := ratelimiter.NewClient(rdb)
 	baseline := redis.NewScript(`return redis.call('EXISTS', KEYS[1])`)
@@ -58,7 +59,12 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 				return nil
 			},
 		}
-		for _, who := range []string{"redisson", "go"} {
+		sides := []string{"redisson", "go"}
+		if peer == nil {
+			sides = sides[1:]
+			delete(names, "redisson")
+		}
+		for _, who := range sides {
 			if _, err := g.Limiter(names[who]).TrySetRate(ctx, path.cfg); err != nil {
 				return nil, err
 			}
@@ -77,9 +83,11 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 		if err != nil {
 			return nil, err
 		}
-		java, err := cg.Count(func() error { return calls["redisson"](n) })
-		if err != nil {
-			return nil, err
+		var java int64
+		if peer != nil {
+			if java, err = cg.Count(func() error { return calls["redisson"](n) }); err != nil {
+				return nil, err
+			}
 		}
 		ours, err := cg.Count(func() error { return calls["go"](n) })
 		if err != nil {
