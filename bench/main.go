@@ -3,8 +3,10 @@
 // (fixed window, sliding log, sliding window counter, token bucket, and a
 // one-command script as the floor), all against one redis-server in one
 // run. It prints markdown tables (throughput and Redis CPU per decision at
-// 1, 16 and 64 callers on a hot key, latency, memory, exactness) and
-// writes SVG charts.
+// 1, 16 and 64 callers on a hot key, latency, memory, exactness; and for
+// this library against Redisson: combining, blocked callers, the caller's
+// cost, replica acknowledgement, Redis time by window size, Redis
+// instructions under callgrind, composites) and writes SVG charts.
 //
 //	go run . [--quick] [--url redis://host:port] [--charts DIR]
 //
