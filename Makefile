@@ -48,7 +48,7 @@ test-newest: deps-redis
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 4 minutes on 2 cores.
+# stdout, SVG charts into docs/bench/. About 4.5 minutes on 2 cores.
 bench: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(GO) run . --charts ../docs/bench $(BENCH_ARGS)

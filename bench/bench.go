@@ -47,3 +47,15 @@ func (b *bench) opened(ctx context.Context, c contender, label string, rate int6
 	}
 	return l, key, nil
 }
+
+// rotated returns the indexes 0 to n-1 starting at r mod n: the order of
+// the sides in round r, so that no side always runs first or right after
+// the same other side (on a VM, a call's round trip depends on whether
+// the machine was idle just before).
+func rotated(r, n int) []int {
+	out := make([]int, n)
+	for k := range out {
+		out[k] = (r + k) % n
+	}
+	return out
+}

@@ -42,7 +42,8 @@ func (b *bench) blocked(ctx context.Context) (blockedResult, error) {
 	}
 	res.samples = make([][]blockedSample, len(cs))
 	for r := 0; r < b.plan.rounds; r++ {
-		for i, c := range cs {
+		for _, i := range rotated(r, len(cs)) {
+			c := cs[i]
 			s, err := b.blockedRun(ctx, c)
 			if err != nil {
 				return blockedResult{}, err
@@ -116,8 +117,10 @@ func acquireLoop(ctx context.Context, l *ratelimiter.Limiter, callers int, d tim
 
 func (r *results) blockedTable(w io.Writer) {
 	fmt.Fprintf(w, "### Blocked callers\n\n%d callers in acquire(1) on one limiter of %d per second for %v, "+
-		"%d round(s), contenders alternated, medians (Redisson's threads blocked at the end return with one more grant "+
-		"each, so its runs last longer). Script calls from INFO commandstats.\n\n",
+		"%d round(s), contenders alternated, medians. A Go caller whose wait would pass the end leaves at once, so "+
+		"the Go runs end after the last interval that fits; Redisson's threads blocked at the end return with one more "+
+		"grant each, so its runs last longer. Script calls from INFO commandstats; what the limit allowed: the rate "+
+		"x (1 + whole seconds the run took).\n\n",
 		r.plan.blockedCallers, r.plan.blockedRate, r.plan.blockedRun, r.plan.rounds)
 	fmt.Fprint(w, "| contender | grants | grants / what the limit allowed | script calls | script calls per grant |\n|---|---:|---:|---:|---:|\n")
 	perGrant := func(i int) float64 {

@@ -45,7 +45,7 @@ type options struct {
 func main() {
 	o := options{out: os.Stdout, log: os.Stderr}
 	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
-	flag.BoolVar(&o.quick, "quick", false, "run every contender briefly (about a minute) instead of the full run (about four)")
+	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (under a minute) instead of the full run (about four and a half)")
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.Parse()

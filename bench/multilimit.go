@@ -97,12 +97,16 @@ func (b *bench) multiCase(ctx context.Context, c *ratelimiter.Client, key string
 	var out []multiSample
 	for r := 0; r < b.plan.multiRounds; r++ {
 		var s multiSample
-		var err error
-		if s.compRedis, s.compCaller, err = b.multiRound(ctx, composite, mc.granted, 1); err != nil {
-			return nil, err
-		}
-		if s.sepRedis, s.sepCaller, err = b.multiRound(ctx, separate, mc.granted, mc.k); err != nil {
-			return nil, err
+		for _, i := range rotated(r, 2) {
+			var err error
+			if i == 0 {
+				s.compRedis, s.compCaller, err = b.multiRound(ctx, composite, mc.granted, 1)
+			} else {
+				s.sepRedis, s.sepCaller, err = b.multiRound(ctx, separate, mc.granted, mc.k)
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, s)
 	}

@@ -38,7 +38,7 @@ type plan struct {
 	costCalls     int   // sequential calls per side and round in them
 }
 
-// fullPlan is `make bench`: about 4 minutes on a quiet 2-core machine.
+// fullPlan is `make bench`: about 4.5 minutes on a 2-core machine.
 var fullPlan = plan{
 	name:             "full",
 	rounds:           3,
