@@ -25,7 +25,9 @@ import (
 // (an observer reads the sorted set faster than records can expire):
 //   - every grant is in a record (Java + Go grants = the permits of the
 //     distinct records seen);
-//   - no window of one interval holds more than the rate;
+//   - no window of one interval holds more than the rate (by record scores;
+//     in try mode by the recorded grant times too: in acquire mode Java
+//     records when acquire returned, which lags the record's stamp);
 //   - at least 90% of rate x duration is granted.
 //
 // In the "-combined" runs the Go goroutines share one Client, so their
@@ -255,7 +257,9 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	if tolExact > loadRate {
 		t.Errorf("%d records scored within %dms (at +%dms), rate %d per %dms", tolExact, iv-stampTolerance, atTol-startMs, loadRate, iv)
 	}
-	if tolRec > loadRate {
+	// In acquire mode Java's time is when acquire returned, later than the
+	// record's stamp by the call's latency: only the scores are exact.
+	if tolRec > loadRate && mode == "try" {
 		t.Errorf("%d grants recorded within %dms, rate %d per %dms", tolRec, iv-stampTolerance, loadRate, iv)
 	}
 	if inDur*10 < want*9 {
