@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -153,4 +154,63 @@ func ExampleWithRefusalHandler() {
 	// Output:
 	// 200 text/plain; charset=utf-8
 	// 429 application/problem+json
+}
+
+// Hold outgoing requests to a remote API under its limit of 2 per minute,
+// shared by every process that uses the same limiter; a request whose
+// permit cannot come before its deadline fails at once with ErrLimited.
+func ExampleTransport() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	remote := httptest.NewServer(hello) // stands for the remote API
+	defer remote.Close()
+	client := &http.Client{Transport: &httplimit.Transport{
+		Limiter: ratelimiter.NewClient(rdb).Limiter(examplePrefix("remote") + "api"),
+		Config:  ratelimiter.Config{Rate: 2, Interval: time.Minute},
+		MaxWait: time.Second,
+	}}
+
+	for i := 0; i < 3; i++ {
+		resp, err := client.Get(remote.URL)
+		if err != nil {
+			fmt.Println(errors.Is(err, httplimit.ErrLimited))
+			continue
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	// Output:
+	// 200
+	// 200
+	// true
+}
+
+// Shadow mode: see what a limit of 1 per minute would refuse, without
+// refusing anything.
+func ExampleWithShadow() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	lim, err := httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Minute},
+		httplimit.WithPrefix(examplePrefix("shadow")), httplimit.WithShadow(),
+		httplimit.WithDecisionHook(func(r *http.Request, d httplimit.Decision) {
+			if !d.Granted {
+				fmt.Println("would refuse", d.Key)
+			}
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(lim.Handler(hello))
+	defer srv.Close()
+
+	for i := 0; i < 2; i++ {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode)
+	}
+	// Output:
+	// 200
+	// would refuse ip:127.0.0.1
+	// 200
 }

@@ -30,6 +30,15 @@
 // request takes (WithPermits). On a refusal r is 0 and t equals
 // Retry-After, as the draft asks.
 //
+// In shadow mode (WithShadow) every request is decided and reported as
+// usual, to the decision hook, the Client's ratelimiter.Hooks and the
+// headers, but served: nothing is refused or delayed. The handler finds
+// the Decision, Shadow set, with FromContext.
+//
+// For outgoing requests, Transport is an http.RoundTripper that takes
+// permits from one limiter before each request, so that all the callers
+// of a remote API that share the limiter stay under its limit.
+//
 // When Redis fails, the middleware by default fails open: the request is
 // served unlimited and the error goes to the error hook. WithFailClosed
 // makes it answer 503 Service Unavailable instead. A limiter whose rate
@@ -45,18 +54,16 @@ package httplimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/gate"
 )
 
 // ErrInvalidOption is returned by New for an option or Config outside its
@@ -91,8 +98,12 @@ type Decision struct {
 	Granted bool
 	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
 	RetryAfter time.Duration
-	// Waited is how long the request waited for permits (WithWait).
+	// Waited is how long the decision took, waiting for permits
+	// (WithWait) included.
 	Waited time.Duration
+	// Shadow reports that the Middleware runs in shadow mode (WithShadow):
+	// the request is served whatever Granted says.
+	Shadow bool
 }
 
 type ctxKey struct{}
@@ -109,33 +120,23 @@ func FromContext(ctx context.Context) (Decision, bool) {
 // use and one Middleware can wrap any number of handlers, which then share
 // the limiters of equal keys.
 type Middleware struct {
-	rdb     redis.UniversalClient
-	client  *ratelimiter.Client
-	copts   []ratelimiter.Option
-	cfg     ratelimiter.Config
-	key     KeyFunc
-	prefix  string
-	permits int64
-	wait    time.Duration
-	failure FailureMode
-	onError func(*http.Request, error)
-	refuse  http.Handler
-	policy  string
-	headers bool
-	err     error
-
-	mu         sync.Mutex
-	configured map[string]struct{}
+	client     *ratelimiter.Client
+	gate       *gate.Gate
+	copts      []ratelimiter.Option
+	cfg        ratelimiter.Config
+	key        KeyFunc
+	prefix     string
+	permits    int64
+	wait       time.Duration
+	failure    FailureMode
+	onError    func(*http.Request, error)
+	onDecision func(*http.Request, Decision)
+	refuse     http.Handler
+	policy     string
+	headers    bool
+	shadow     bool
+	err        error
 }
-
-// maxConfigured bounds the names remembered as configured; past it the
-// memory is cleared and names are configured again on their next use
-// (TrySetRate is harmless on a configured limiter).
-const maxConfigured = 10000
-
-// maxKeyLen is the longest key used as it is in a limiter name; longer or
-// unsafe keys are hashed.
-const maxKeyLen = 128
 
 // New returns a Middleware that draws permits on rdb (a *redis.Client,
 // *redis.ClusterClient or failover client) from limiters configured with
@@ -145,15 +146,13 @@ const maxKeyLen = 128
 // Redis.
 func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Middleware, error) {
 	l := &Middleware{
-		rdb:        rdb,
-		cfg:        cfg,
-		key:        KeyByIP,
-		prefix:     "http:",
-		permits:    1,
-		policy:     "default",
-		headers:    true,
-		refuse:     http.HandlerFunc(tooManyRequests),
-		configured: map[string]struct{}{},
+		cfg:     cfg,
+		key:     KeyByIP,
+		prefix:  "http:",
+		permits: 1,
+		policy:  "default",
+		headers: true,
+		refuse:  http.HandlerFunc(tooManyRequests),
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -178,6 +177,7 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
+	l.gate = gate.New(cfg, l.permits)
 	return l, nil
 }
 
@@ -210,119 +210,59 @@ func (l *Middleware) HandlerFunc(next http.HandlerFunc) http.Handler { return l.
 // at most 128 printable ASCII characters without '{' or '}', otherwise
 // Prefix + "sha256:" + the hex SHA-256 of the key, so that no request can
 // choose a name that breaks Redis Cluster slots or bloats Redis.
-func (l *Middleware) Name(key string) string {
-	if safeName(key, maxKeyLen) {
-		return l.prefix + key
-	}
-	sum := sha256.Sum256([]byte(key))
-	return l.prefix + "sha256:" + hex.EncodeToString(sum[:])
-}
+func (l *Middleware) Name(key string) string { return gate.Name(l.prefix, key) }
 
 func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key := l.key(r)
 	if key == "" {
 		l.report(r, ErrNoKey)
+		if l.shadow {
+			next.ServeHTTP(w, r)
+			return
+		}
 		http.Error(w, "400 bad request: no rate limit key", http.StatusBadRequest)
 		return
 	}
-	d := Decision{Key: key, Name: l.Name(key)}
-	rl := l.client.Limiter(d.Name)
-	start := time.Now()
-	granted, hint, err := l.take(r.Context(), rl)
-	d.Waited = time.Since(start)
-	if errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
-		// The limiter's rate was lowered below the permits a request
-		// takes: no request can pass, whatever the failure mode.
-		l.report(r, err)
-		granted, hint, err = false, time.Duration(l.cfg.Interval), nil
+	d := Decision{Key: key, Name: l.Name(key), Shadow: l.shadow}
+	o, err := l.gate.Decide(r.Context(), l.client.Limiter(d.Name), l.wait, l.shadow)
+	d.Waited = o.Waited
+	if o.Note != nil {
+		l.report(r, o.Note)
 	}
 	if err != nil {
-		if errors.Is(r.Context().Err(), context.Canceled) {
-			// The client has gone (or the server is shutting down): there
-			// is nobody to answer. A request whose deadline passed is
-			// still waiting for one: it falls through to the failure mode.
-			return
-		}
-		l.report(r, err)
-		if l.failure == FailClosed {
-			http.Error(w, "503 service unavailable: rate limiter unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		next.ServeHTTP(w, r)
+		l.failed(w, r, next, err)
 		return
 	}
-	d.Granted, d.RetryAfter = granted, hint
-	retrySecs := ceilSeconds(hint)
-	if !granted {
-		if retrySecs < 1 {
-			retrySecs = 1
-		}
-		w.Header().Set("Retry-After", strconv.FormatInt(retrySecs, 10))
+	d.Granted, d.RetryAfter = o.Result.Granted, o.Result.RetryAfter
+	if l.onDecision != nil {
+		l.onDecision(r, d)
 	}
 	if l.headers {
-		if err := l.setHeaders(r.Context(), w.Header(), rl, granted, retrySecs); err != nil {
-			l.report(r, err)
-		}
+		l.setHeaders(w.Header(), o)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, d))
-	if !granted {
+	if !d.Granted && !l.shadow {
+		w.Header().Set("Retry-After", strconv.FormatInt(retrySeconds(d.RetryAfter), 10))
 		l.refuse.ServeHTTP(w, r)
 		return
 	}
 	next.ServeHTTP(w, r)
 }
 
-// take configures the limiter if this Middleware has not yet done so, then
-// acquires. It returns the grant, the wait hint of a refusal, or an error.
-func (l *Middleware) take(ctx context.Context, rl *ratelimiter.Limiter) (bool, time.Duration, error) {
-	if err := l.configure(ctx, rl, false); err != nil {
-		return false, 0, err
+// failed answers a request that got an error instead of a decision.
+func (l *Middleware) failed(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		// The client has gone (or the server is shutting down): there is
+		// nobody to answer. A request whose deadline passed is still
+		// waiting for one: it falls through to the failure mode.
+		return
 	}
-	granted, hint, err := l.acquire(ctx, rl)
-	if errors.Is(err, ratelimiter.ErrNotInitialized) {
-		// Deleted (or expired) since we configured it: set it up again.
-		if err := l.configure(ctx, rl, true); err != nil {
-			return false, 0, err
-		}
-		granted, hint, err = l.acquire(ctx, rl)
+	l.report(r, err)
+	if l.failure == FailClosed && !l.shadow {
+		http.Error(w, "503 service unavailable: rate limiter unavailable", http.StatusServiceUnavailable)
+		return
 	}
-	return granted, hint, err
-}
-
-func (l *Middleware) acquire(ctx context.Context, rl *ratelimiter.Limiter) (bool, time.Duration, error) {
-	if l.wait > 0 {
-		ok, err := rl.TryAcquireTimeout(ctx, l.permits, l.wait)
-		switch {
-		case ok:
-			return true, 0, nil
-		case err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil):
-			return false, 0, err
-		}
-		// Refused within the bound (or before the request's deadline):
-		// one more try gives the current hint for Retry-After.
-	}
-	res, err := rl.Allow(ctx, l.permits)
-	return res.Granted, res.RetryAfter, err
-}
-
-func (l *Middleware) configure(ctx context.Context, rl *ratelimiter.Limiter, force bool) error {
-	name := rl.Name()
-	l.mu.Lock()
-	_, done := l.configured[name]
-	l.mu.Unlock()
-	if done && !force {
-		return nil
-	}
-	if _, err := rl.TrySetRate(ctx, l.cfg); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	if len(l.configured) >= maxConfigured {
-		clear(l.configured)
-	}
-	l.configured[name] = struct{}{}
-	l.mu.Unlock()
-	return nil
+	next.ServeHTTP(w, r)
 }
 
 func (l *Middleware) report(r *http.Request, err error) {
@@ -335,26 +275,16 @@ func tooManyRequests(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "429 too many requests", http.StatusTooManyRequests)
 }
 
+// retrySeconds is the Retry-After value for a hint: whole seconds rounded
+// up, at least 1.
+func retrySeconds(hint time.Duration) int64 { return max(ceilSeconds(hint), 1) }
+
 // ceilSeconds rounds d up to whole seconds.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
-}
-
-// safeName reports whether s can be used in a limiter name as it is.
-func safeName(s string, max int) bool {
-	if len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < ' ' || c >= 0x7f || c == '{' || c == '}' {
-			return false
-		}
-	}
-	return true
 }
 
 func policyName(s string) bool {

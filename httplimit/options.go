@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/gate"
 )
 
 // Option configures a Middleware.
@@ -43,8 +44,8 @@ func WithClientOptions(opts ...ratelimiter.Option) Option {
 // Redis Cluster hash slots.
 func WithPrefix(p string) Option {
 	return func(l *Middleware) {
-		if !safeName(p, maxKeyLen) {
-			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, maxKeyLen))
+		if !gate.SafeName(p, gate.MaxKeyLen) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: prefix %q must be at most %d printable ASCII characters without '{' or '}'", ErrInvalidOption, p, gate.MaxKeyLen))
 		}
 		l.prefix = p
 	}
@@ -57,9 +58,12 @@ func WithPermits(n int64) Option {
 }
 
 // WithWait makes a request that finds no permits wait up to max for them
-// (with the library's TryAcquireTimeout) before it is refused. A request
-// whose context ends while waiting is dropped: the next handler is not
-// called. The default, 0, refuses at once.
+// before it is refused. The request first tries once (Allow, whose reply
+// gives the RateLimit fields); when the wait hint passes max or the
+// request's context deadline it is refused at once, otherwise it waits
+// behind the limiter's other waiters (TryAcquireTimeout). A request
+// canceled while waiting (the client hung up) is dropped: the next
+// handler is not called. The default, 0, refuses at once.
 func WithWait(max time.Duration) Option {
 	return func(l *Middleware) {
 		if max < 0 {
@@ -117,7 +121,23 @@ func WithPolicyName(name string) Option {
 	}
 }
 
-// WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields,
-// which cost one extra read from Redis per request. Retry-After is still
-// sent on refusals.
+// WithoutHeaders leaves out the RateLimit-Policy and RateLimit fields.
+// Retry-After is still sent on refusals.
 func WithoutHeaders() Option { return func(l *Middleware) { l.headers = false } }
+
+// WithDecisionHook sets a function called with the Decision on every
+// request that got one (granted or refused, in shadow mode too), before
+// the request is served or refused. It runs on the request's goroutine;
+// it must not write to the response.
+func WithDecisionHook(f func(r *http.Request, d Decision)) Option {
+	return func(l *Middleware) { l.onDecision = f }
+}
+
+// WithShadow turns on shadow mode: every request is decided as usual (its
+// permits are taken when available) and reported to the decision hook,
+// the error hook and the Client's ratelimiter.Hooks, and gets the
+// RateLimit fields unless WithoutHeaders is given, but it is served:
+// nothing is refused, delayed (WithWait is not applied) or failed closed.
+// A request without a key is served too, after ErrNoKey goes to the error
+// hook. Use it to see what a limit would refuse before enforcing it.
+func WithShadow() Option { return func(l *Middleware) { l.shadow = true } }

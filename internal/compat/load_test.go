@@ -257,8 +257,9 @@ func mixedLoad(t *testing.T, v, mode string, dur time.Duration, javaThreads, goW
 	if tolExact > loadRate {
 		t.Errorf("%d records scored within %dms (at +%dms), rate %d per %dms", tolExact, iv-stampTolerance, atTol-startMs, loadRate, iv)
 	}
-	// In acquire mode Java's time is when acquire returned, later than the
-	// record's stamp by the call's latency: only the scores are exact.
+	// In acquire mode Java records when acquire returned, not the stamp: a
+	// thread scheduled late makes returns bunch up (54 in 900 ms once, with
+	// every record score in its window), so only the record scores count.
 	if tolRec > loadRate && mode == "try" {
 		t.Errorf("%d grants recorded within %dms, rate %d per %dms", tolRec, iv-stampTolerance, loadRate, iv)
 	}

@@ -1,0 +1,192 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/gate"
+)
+
+// Decision is what an Interceptor decided for a call. A handler finds it
+// with FromContext.
+type Decision struct {
+	// FullMethod is the call's method, "/package.Service/Method".
+	FullMethod string
+	// Key is the key function's result; Name the limiter's name
+	// (Prefix + key, or a hash of the key when it is not a safe name).
+	Key, Name string
+	// Granted reports whether the permits were taken.
+	Granted bool
+	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
+	RetryAfter time.Duration
+	// Waited is how long the decision took, waiting for permits
+	// (WithWait) included.
+	Waited time.Duration
+	// Shadow reports that the Interceptor runs in shadow mode: the call is
+	// served whatever Granted says.
+	Shadow bool
+}
+
+type ctxKey struct{}
+
+// FromContext returns the Decision that an Interceptor stored in the
+// call's context, and false when there is none.
+func FromContext(ctx context.Context) (Decision, bool) {
+	d, ok := ctx.Value(ctxKey{}).(Decision)
+	return d, ok
+}
+
+// Interceptor holds the server interceptors. Make it with New; it is safe
+// for concurrent use, and its Unary and Stream interceptors share the
+// limiters of equal keys.
+type Interceptor struct {
+	client     *ratelimiter.Client
+	gate       *gate.Gate
+	copts      []ratelimiter.Option
+	key        KeyFunc
+	prefix     string
+	permits    int64
+	wait       time.Duration
+	failure    FailureMode
+	onError    func(context.Context, string, error)
+	onDecision func(context.Context, Decision)
+	shadow     bool
+	err        error
+}
+
+// New returns an Interceptor that draws permits on rdb (a *redis.Client,
+// *redis.ClusterClient or failover client) from limiters configured with
+// cfg on first use. It fails with an error matching ErrInvalidOption (and
+// ratelimiter.ErrInvalidArgument) for a nil rdb, an invalid cfg or
+// option, or permits per call above cfg.Rate; it sends nothing to Redis.
+func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Interceptor, error) {
+	l := &Interceptor{key: KeyByPeer, prefix: "grpc:", permits: 1}
+	for _, o := range opts {
+		if o == nil {
+			l.fail("nil option")
+			continue
+		}
+		o(l)
+	}
+	if rdb == nil {
+		l.fail("nil redis client")
+	}
+	if err := cfg.Validate(); err != nil {
+		l.fail("config: %w", err)
+	}
+	if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
+		l.fail("permits per call %d must be from 1 to the rate %d", l.permits, cfg.Rate)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.client = ratelimiter.NewClient(rdb, l.copts...)
+	// An invalid client option shows on the first limiter made; releasing
+	// 0 permits reports it and sends nothing.
+	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
+		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
+	}
+	l.gate = gate.New(cfg, l.permits)
+	return l, nil
+}
+
+// Client returns the ratelimiter.Client the Interceptor draws permits
+// with, for example to look at a key's limiter:
+// l.Client().Limiter(l.Name(key)).
+func (l *Interceptor) Client() *ratelimiter.Client { return l.client }
+
+// Name returns the limiter name used for key: Prefix + key when the key is
+// at most 128 printable ASCII characters without '{' or '}', otherwise
+// Prefix + "sha256:" + the hex SHA-256 of the key.
+func (l *Interceptor) Name(key string) string { return gate.Name(l.prefix, key) }
+
+// Unary returns the unary server interceptor: each call takes its permits
+// before the handler runs, or fails, waits or is served as configured.
+func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := l.admit(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: each stream takes its
+// permits once, when it opens, before the handler runs.
+func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := l.admit(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+// stream is a ServerStream whose context carries the Decision.
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+// Context returns the stream's context with the Decision.
+func (s *stream) Context() context.Context { return s.ctx }
+
+// admit decides a call. It returns the context for the handler, or the
+// error to fail the call with.
+func (l *Interceptor) admit(ctx context.Context, method string) (context.Context, error) {
+	key := l.key(ctx, method)
+	if key == "" {
+		l.report(ctx, method, ErrNoKey)
+		if l.shadow {
+			return ctx, nil
+		}
+		return nil, status.Error(codes.InvalidArgument, "no rate limit key for the call")
+	}
+	d := Decision{FullMethod: method, Key: key, Name: l.Name(key), Shadow: l.shadow}
+	o, err := l.gate.Decide(ctx, l.client.Limiter(d.Name), l.wait, l.shadow)
+	d.Waited = o.Waited
+	if o.Note != nil {
+		l.report(ctx, method, o.Note)
+	}
+	if err != nil {
+		return l.failed(ctx, method, err)
+	}
+	d.Granted, d.RetryAfter = o.Result.Granted, o.Result.RetryAfter
+	if l.onDecision != nil {
+		l.onDecision(ctx, d)
+	}
+	if !d.Granted && !l.shadow {
+		return nil, refusal(d.Name, o.Result).Err()
+	}
+	return context.WithValue(ctx, ctxKey{}, d), nil
+}
+
+// failed handles a call that got an error instead of a decision.
+func (l *Interceptor) failed(ctx context.Context, method string, err error) (context.Context, error) {
+	l.report(ctx, method, err)
+	if ctx.Err() != nil {
+		// The client canceled the call or its deadline passed: it has
+		// stopped waiting (a gRPC client enforces its deadline itself),
+		// so the handler's work would be lost.
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if l.failure == FailClosed && !l.shadow {
+		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
+	}
+	return ctx, nil
+}
+
+func (l *Interceptor) report(ctx context.Context, method string, err error) {
+	if l.onError != nil {
+		l.onError(ctx, method, err)
+	}
+}

@@ -1,0 +1,134 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/gate"
+)
+
+// ErrLimited is returned (wrapped, with the limiter's name) by
+// Transport.RoundTrip when the limiter's wait hint shows that the permits
+// cannot come within MaxWait or before the request's context deadline.
+// Nothing was sent.
+var ErrLimited = errors.New("httplimit: rate limited: the permits cannot come in time")
+
+// Transport is an http.RoundTripper that takes permits from one limiter
+// before each outgoing request, so that every process sharing the limiter
+// (Go with this package, Java with Redisson) together stays under a
+// remote API's limit. A request waits for its permits up to MaxWait, or
+// when MaxWait is 0 up to its context's deadline (as long as it takes
+// without one); when the wait hint shows the permits cannot come in time
+// it fails at once with ErrLimited, without being sent.
+//
+// The limit holds for the clock readings at which the permits are
+// granted; the remote server receives the requests after a delay (the
+// script call's reply, scheduling, the send) that varies from request to
+// request, so a server counting strictly per sliding window can see more
+// than the rate in one window when one window's grants arrive late and
+// the next window's on time. Give the limiter's Interval a margin over
+// the server's window: in this package's test, 50 ms kept a server of 20
+// per second at 20 under 20 parallel senders (without it, it counted up
+// to 40).
+//
+// Set the fields before the first request and do not change them after;
+// it is then safe for concurrent use.
+type Transport struct {
+	// Base sends the requests that got their permits; nil means
+	// http.DefaultTransport.
+	Base http.RoundTripper
+	// Limiter gives the permits; it is required.
+	Limiter *ratelimiter.Limiter
+	// Config, when its Rate is not 0, configures the limiter on first use
+	// (TrySetRate: a limiter that exists keeps its configuration). With
+	// the zero Config the limiter must be configured elsewhere, or
+	// requests fail with ratelimiter.ErrNotInitialized.
+	Config ratelimiter.Config
+	// Permits is the permits each request takes; 0 means 1.
+	Permits int64
+	// MaxWait bounds the wait for permits; 0 means up to the request's
+	// context deadline.
+	MaxWait time.Duration
+	// FailureMode says what a request does when Redis fails: FailOpen
+	// (the zero value) sends it unmetered, FailClosed returns the error.
+	FailureMode FailureMode
+	// OnError, when not nil, is called with every error of the limiter
+	// (Redis failures), whatever the FailureMode, before the request is
+	// sent or failed.
+	OnError func(*http.Request, error)
+
+	once sync.Once
+	gate *gate.Gate
+	err  error
+}
+
+// RoundTrip takes the permits for req, then sends it with Base. It fails,
+// without sending req and after closing its body, with an error wrapping
+// ErrLimited when the permits cannot come in time, ErrInvalidOption for a
+// Transport whose fields are out of range, ctx's error when req's context
+// ends while waiting, ratelimiter.ErrPermitsExceedRate when the limiter's
+// rate is below Permits (in either failure mode) and, with FailClosed,
+// the limiter's other errors.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.once.Do(t.init)
+	err := t.err
+	if err == nil {
+		err = t.take(req)
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(req)
+}
+
+// take waits for the permits; it returns nil when req may be sent.
+func (t *Transport) take(req *http.Request) error {
+	ctx := req.Context()
+	ok, err := t.gate.Wait(ctx, t.Limiter, t.MaxWait)
+	switch {
+	case ok:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: limiter %q", ErrLimited, t.Limiter.Name())
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if t.OnError != nil {
+		t.OnError(req, err)
+	}
+	if t.FailureMode == FailClosed || errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
+		return err
+	}
+	return nil
+}
+
+func (t *Transport) init() {
+	permits := t.Permits
+	if permits == 0 {
+		permits = 1
+	}
+	switch {
+	case t.Limiter == nil:
+		t.err = fmt.Errorf("%w: Transport without a Limiter", ErrInvalidOption)
+	case permits < 1 || permits > ratelimiter.MaxPermits:
+		t.err = fmt.Errorf("%w: Transport.Permits %d", ErrInvalidOption, t.Permits)
+	case t.MaxWait < 0:
+		t.err = fmt.Errorf("%w: negative Transport.MaxWait %v", ErrInvalidOption, t.MaxWait)
+	case t.FailureMode != FailOpen && t.FailureMode != FailClosed:
+		t.err = fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(t.FailureMode))
+	case t.Config != (ratelimiter.Config{}):
+		t.err = validateConfig(t.Config)
+	}
+	t.gate = gate.New(t.Config, permits)
+}

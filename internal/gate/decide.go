@@ -1,0 +1,70 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// Outcome is the decision on an incoming request.
+type Outcome struct {
+	// Result is the reply of the acquisition that decided. For a grant
+	// that came after waiting (Exact false) only Granted, Limit and
+	// Interval are known.
+	Result ratelimiter.Result
+	// Exact reports whether Result.Remaining and Result.ResetAfter are
+	// those of the deciding reply.
+	Exact bool
+	// Waited is the time the decision took.
+	Waited time.Duration
+	// Note is an error to report that did not stop the decision:
+	// ErrPermitsExceedRate, when the limiter's rate was lowered below the
+	// permits a request takes, which refuses every request.
+	Note error
+}
+
+// Decide takes the Gate's permits from rl for an incoming request: one
+// Allow, and when that is refused with a hint within wait (and shadow is
+// false), a wait of up to the rest of wait with TryAcquireTimeout. A
+// wait that would pass ctx's deadline is a refusal. The error is Redis's
+// or ctx's; ErrPermitsExceedRate is a refusal with the Config's interval
+// as hint and the error in Outcome.Note.
+func (g *Gate) Decide(ctx context.Context, rl *ratelimiter.Limiter, wait time.Duration, shadow bool) (Outcome, error) {
+	start := time.Now()
+	var o Outcome
+	err := g.retry(ctx, rl, func() error {
+		var err error
+		o, err = g.decide(ctx, rl, wait, shadow, start)
+		return err
+	})
+	o.Waited = time.Since(start)
+	if errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
+		o = Outcome{Result: ratelimiter.Result{RetryAfter: max(g.cfg.Interval, time.Second)}, Exact: true, Waited: o.Waited, Note: err}
+		return o, nil
+	}
+	return o, err
+}
+
+func (g *Gate) decide(ctx context.Context, rl *ratelimiter.Limiter, wait time.Duration, shadow bool, start time.Time) (Outcome, error) {
+	res, err := rl.Allow(ctx, g.permits)
+	first := Outcome{Result: res, Exact: true}
+	left := wait - time.Since(start)
+	if err != nil || res.Granted || shadow || res.RetryAfter > left {
+		return first, err
+	}
+	ok, err := rl.TryAcquireTimeout(ctx, g.permits, left)
+	switch {
+	case ok:
+		return Outcome{Result: ratelimiter.Result{Granted: true, Limit: res.Limit, Interval: res.Interval}}, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// The wait would pass the request's deadline: refused.
+		return first, nil
+	case err != nil:
+		return Outcome{}, err
+	}
+	// Others took the permits within the bound: the current hint.
+	res, err = rl.Allow(ctx, g.permits)
+	return Outcome{Result: res, Exact: true}, err
+}
