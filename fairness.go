@@ -35,6 +35,13 @@ const maxYieldDelay = time.Second
 // permits longer than they hold.
 const maxMarks = 1024
 
+// yieldMargin: a Client yields when its grants hold more than the others'
+// by over 1/yieldMargin of the rate, not at the first permit more, so that
+// it does not yield while the two sides are level. Measured with Redisson
+// 3.16.3, whose retries are not on a timer tick, yielding at equality left
+// Java 48-62% of the grants.
+const yieldMargin = 8
+
 // probeEvery is how many yield delays apart a Client alone on a limiter
 // yields one wake, to find waiters that its fast wakes starve.
 const probeEvery = 10
@@ -231,7 +238,7 @@ func (c *Client) deferred(l *lane, q *request) bool {
 
 // yields reports whether a call at now (ms) yields: after a refusal, while
 // this Client's grants hold more of the window than the others held at
-// the last reply; or, while the limiter is not shared, once every
+// the last reply, by over 1/yieldMargin of the rate; or, while the limiter is not shared, once every
 // probeEvery yield delays (as long as this Client holds permits in the
 // window).
 func (s *share) yields(now int64, delay time.Duration) bool {
@@ -245,7 +252,7 @@ func (s *share) yields(now int64, delay time.Duration) bool {
 		s.probed = now
 		return true
 	}
-	return s.heldAt(now) > s.others
+	return s.heldAt(now) > s.others+s.rate/yieldMargin
 }
 
 // newShare starts following the window of the limiter key. Making one

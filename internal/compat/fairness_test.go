@@ -64,7 +64,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // blocking acquire(1) on one 50/s limiter for 20 s, Redisson 4.7.0 and
 // 3.16.3: each side gets 30-70% of the steady-state grants (measured
 // 41-58% here, README "Fairness in a mixed fleet"; without yielding
-// Java got 0-24%), and together at least 95% of the rate. The band is
+// Java got 0-24%), and together at least 95% of the rate over the run
+// (by record scores). The band is
 // wider than the measured spread because a run holds only 19 intervals,
 // and whichever side comes first takes most of an interval's permits.
 func TestFairShare(t *testing.T) {
@@ -72,13 +73,12 @@ func TestFairShare(t *testing.T) {
 	for _, v := range []string{"4.7.0", "3.16.3"} {
 		t.Run(v, func(t *testing.T) {
 			r := runLoad(t, v, loadSpec{mode: "acquire", dur: dur, javaThreads: loadWorkers, goN: loadWorkers, goClients: 1})
-			steady := r.java + r.goSide
-			want := loadRate * int(dur/loadInterval-1)
+			want := loadRate * int(dur/loadInterval)
 			if share := r.javaShare(); share < 30 || share > 70 {
-				t.Errorf("Java got %d and Go %d of %d steady-state grants: Java %.0f%%, outside 30-70%%", r.java, r.goSide, steady, share)
+				t.Errorf("Java got %d and Go %d of %d steady-state grants: Java %.0f%%, outside 30-70%%", r.java, r.goSide, r.java+r.goSide, share)
 			}
-			if steady*100 < want*95 {
-				t.Errorf("steady-state grants %d (Java %d, Go %d), under 95%% of %d", steady, r.java, r.goSide, want)
+			if r.total*100 < want*95 {
+				t.Errorf("%d records scored within the run (Java %d, Go %d steady state), under 95%% of %d", r.total, r.java, r.goSide, want)
 			}
 		})
 	}
