@@ -42,7 +42,7 @@ func (b *bench) blocked(ctx context.Context) (blockedResult, error) {
 	}
 	res.samples = make([][]blockedSample, len(cs))
 	for r := 0; r < b.plan.rounds; r++ {
-		for _, i := range rotated(r, len(cs)) {
+		for _, i := range order(r, len(cs)) {
 			c := cs[i]
 			s, err := b.blockedRun(ctx, c)
 			if err != nil {

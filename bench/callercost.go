@@ -43,7 +43,7 @@ func (b *bench) callerCost(ctx context.Context) ([]string, [][]costSample, error
 	names := make([]string, len(sides))
 	out := make([][]costSample, len(sides))
 	for r := 0; r < b.plan.costRounds; r++ {
-		for _, i := range rotated(r, len(sides)) {
+		for _, i := range order(r, len(sides)) {
 			s := sides[i]
 			names[i] = s.name
 			cs, err := costRound(s.call, b.plan.costCalls)

@@ -18,7 +18,7 @@ type latencySample struct {
 func (b *bench) latency(ctx context.Context) ([][]latencySample, error) {
 	all := make([][]latencySample, len(b.cs))
 	for r := 0; r < b.plan.latencyRounds; r++ {
-		for _, i := range rotated(r, len(b.cs)) {
+		for _, i := range order(r, len(b.cs)) {
 			c := b.cs[i]
 			s, err := b.latencyRun(ctx, c)
 			if err != nil {

@@ -97,7 +97,7 @@ func (b *bench) multiCase(ctx context.Context, c *ratelimiter.Client, key string
 	var out []multiSample
 	for r := 0; r < b.plan.multiRounds; r++ {
 		var s multiSample
-		for _, i := range rotated(r, 2) {
+		for _, i := range order(r, 2) {
 			var err error
 			if i == 0 {
 				s.compRedis, s.compCaller, err = b.multiRound(ctx, composite, mc.granted, 1)

@@ -59,7 +59,7 @@ func (b *bench) replicaAck(ctx context.Context, addr string, start bool) (replic
 	}
 	res := replicaResult{names: []string{"no acknowledgement", "WithReplicaAck(1, 1s)"}, samples: make([][]latencySample, 2)}
 	for r := 0; r < b.plan.costRounds; r++ {
-		for _, i := range rotated(r, len(sides)) {
+		for _, i := range order(r, len(sides)) {
 			l := sides[i]
 			s, err := latencyOf(ctx, l, b.plan.costCalls)
 			if err != nil {

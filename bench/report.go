@@ -68,7 +68,7 @@ func cpuModel() string {
 func (r *results) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## Rate limiters side by side (%s run)\n\n", r.plan.name)
 	fmt.Fprintf(w, "%s. One redis-server on loopback, every contender in the same run; "+
-		"%d round(s), contenders alternated in each (every section: the order rotates from round to round), medians; "+
+		"%d round(s), contenders alternated in each (every section: a new order in each round), medians; "+
 		"(x) is the ratio to %s in this run.\n\n",
 		r.env.caption(), r.plan.rounds, r.names[0])
 	for _, s := range r.skipped {

@@ -47,7 +47,7 @@ func (b *bench) windowTime(ctx context.Context) ([]string, [][]float64, error) {
 	names := make([]string, len(sides))
 	out := make([][]float64, len(sides))
 	for r := 0; r < b.plan.costRounds; r++ {
-		for _, i := range rotated(r, len(sides)) {
+		for _, i := range order(r, len(sides)) {
 			s := sides[i]
 			names[i] = s.name
 			us, err := b.scriptTime(ctx, s.decide, b.plan.costCalls)
