@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -310,4 +311,51 @@ func TestRulesCluster(t *testing.T) {
 	}
 	assert.Len(t, masters, 3, "the keys land on all three masters")
 	assert.Zero(t, hooked.Load())
+}
+
+// An Outgoing with a Composite takes every call's permit from every part
+// at once, configuring each part with its Config on first use; a call the
+// hourly part refuses fails with ErrLimited, unsent, and takes nothing
+// from the per-minute part. Fields that do not fit together fail with
+// ErrInvalidOption and InvalidArgument, unsent.
+func TestOutgoingComposite(t *testing.T) {
+	h := &health{}
+	addr := listen(t, h)
+	c := ratelimiter.NewClient(newRedis(t))
+	p := prefix(t)
+	api := c.All(p+"{api}:minute", p+"{api}:hour")
+	out := &grpclimit.Outgoing{Composite: api, MaxWait: 50 * time.Millisecond,
+		Configs: []ratelimiter.Config{minuteRule.Config, hourRule.Config}}
+	hc := healthpb.NewHealthClient(dial(t, addr, grpc.WithUnaryInterceptor(out.Unary())))
+	for i := 0; i < 3; i++ {
+		_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "call %d", i)
+	}
+	_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	require.ErrorIs(t, err, grpclimit.ErrLimited)
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	parts := api.Parts()
+	for i, want := range []ratelimiter.Config{minuteRule.Config, hourRule.Config} {
+		cfg, err := parts[i].Config(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, want, cfg)
+	}
+	n, err := parts[0].AvailablePermits(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the refused call took nothing from the per-minute part")
+
+	lim := c.Limiter(p + "single")
+	for name, o := range map[string]*grpclimit.Outgoing{
+		"neither":            {},
+		"both":               {Limiter: lim, Composite: api},
+		"Config, Composite":  {Composite: api, Config: minuteRule.Config},
+		"Configs, Limiter":   {Limiter: lim, Configs: []ratelimiter.Config{minuteRule.Config}},
+		"Configs too few":    {Composite: api, Configs: []ratelimiter.Config{minuteRule.Config}},
+		"Configs[1] invalid": {Composite: api, Configs: []ratelimiter.Config{minuteRule.Config, {Rate: 1}}},
+	} {
+		_, err := healthpb.NewHealthClient(dial(t, addr, grpc.WithUnaryInterceptor(o.Unary()))).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		assert.ErrorIs(t, err, grpclimit.ErrInvalidOption, name)
+		assert.Equal(t, codes.InvalidArgument, status.Code(err), name)
+	}
+	assert.Equal(t, 3, h.count())
 }

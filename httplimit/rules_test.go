@@ -257,3 +257,51 @@ func TestRulesWaitShadowFailure(t *testing.T) {
 		})
 	}
 }
+
+// A Transport with a Composite takes every request's permit from every
+// part at once, configuring each part with its Config on first use; a
+// request the hourly part refuses fails with ErrLimited, unsent, and
+// takes nothing from the per-minute part. Fields that do not fit
+// together fail with ErrInvalidOption, unsent.
+func TestTransportComposite(t *testing.T) {
+	recv := &arrivals{}
+	srv := serve(t, recv)
+	c := ratelimiter.NewClient(newRedis(t))
+	p := prefix(t)
+	api := c.All(p+"{api}:minute", p+"{api}:hour")
+	hc := &http.Client{Transport: &httplimit.Transport{Composite: api, MaxWait: 50 * time.Millisecond,
+		Configs: []ratelimiter.Config{minuteRule.Config, hourRule.Config}}}
+	for i := 0; i < 3; i++ {
+		resp, err := hc.Get(srv.URL)
+		require.NoError(t, err, "request %d", i)
+		resp.Body.Close()
+	}
+	_, err := hc.Get(srv.URL)
+	require.ErrorIs(t, err, httplimit.ErrLimited)
+	assert.Contains(t, err.Error(), p+"{api}:minute+"+p+"{api}:hour")
+	parts := api.Parts()
+	for i, want := range []ratelimiter.Config{minuteRule.Config, hourRule.Config} {
+		cfg, err := parts[i].Config(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, want, cfg)
+	}
+	n, err := parts[0].AvailablePermits(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the refused request took nothing from the per-minute part")
+
+	lim := c.Limiter(p + "single")
+	for name, tr := range map[string]*httplimit.Transport{
+		"neither":            {},
+		"both":               {Limiter: lim, Composite: api},
+		"Config, Composite":  {Composite: api, Config: minuteRule.Config},
+		"Configs, Limiter":   {Limiter: lim, Configs: []ratelimiter.Config{minuteRule.Config}},
+		"Configs too few":    {Composite: api, Configs: []ratelimiter.Config{minuteRule.Config}},
+		"Configs[1] invalid": {Composite: api, Configs: []ratelimiter.Config{minuteRule.Config, {Rate: 1}}},
+	} {
+		_, err := (&http.Client{Transport: tr}).Get(srv.URL)
+		assert.ErrorIs(t, err, httplimit.ErrInvalidOption, name)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	assert.Len(t, recv.at, 3)
+}
