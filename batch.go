@@ -25,6 +25,7 @@ type batchReply struct {
 	verdicts  []verdict
 	err       error // for every request: Redis, config or state errors
 	roundTrip time.Duration
+	now       int64 // the clock reading (ms) the call sent
 }
 
 // decide runs the acquire script once for the permits ns, in order, and
@@ -52,7 +53,7 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 		}
 		start := time.Now()
 		reply, err := eval(ctx, args...)
-		b := batchReply{roundTrip: time.Since(start)}
+		b := batchReply{roundTrip: time.Since(start), now: args[0].(int64)}
 		var ackErr *ReplicaAckError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.err = err

@@ -35,8 +35,10 @@ type lane struct {
 // lanes holds the lanes of one Client. One mutex guards every lane's
 // fields: its sections are a few slice operations, never a Redis call.
 type lanes struct {
-	mu sync.Mutex
-	m  map[string]*lane
+	mu     sync.Mutex
+	m      map[string]*lane
+	shares map[string]*share // who holds each window (fairness.go)
+	swept  int               // len(shares) after the last sweep
 }
 
 // get returns the lane of key, making it if needed. Call with mu held.
@@ -266,10 +268,11 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	switch {
 	case strict:
 		form = formStrict
-	case len(batch) == 1 && !batch[0].detail:
+	case len(batch) == 1 && !batch[0].detail && !c.following(l):
 		form = formSingle
 	}
 	b := c.call(ctx, leave, batch[0].p, form, ns)
+	c.noteShare(l, batch[0].p, ns, b, form)
 	var refused []*request
 	var hints []time.Duration
 	var giveBack int64

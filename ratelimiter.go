@@ -32,9 +32,10 @@ type Client struct {
 	hooks   Hooks      // WithHooks
 	skew    skewState  // clock measurements against Redis TIME (skew.go)
 
-	maxBatch int   // WithMaxBatch; 1: no combining
-	lanes    lanes // combining state per limiter in use (lane.go)
-	err      error
+	maxBatch   int           // WithMaxBatch; 1: no combining
+	yieldDelay time.Duration // WithYieldDelay (fairness.go)
+	lanes      lanes         // combining state per limiter in use (lane.go)
+	err        error
 }
 
 // Option configures a Client.
@@ -125,7 +126,7 @@ func WithMaxBatch(n int) Option {
 // do not panic: every call then fails with an error matching
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch}
+	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch, yieldDelay: defaultYieldDelay}
 	for _, o := range opts {
 		if o == nil {
 			c.err = errors.Join(c.err, invalid("nil option"))

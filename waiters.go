@@ -27,6 +27,8 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 	c.lanes.mu.Lock()
 	l := c.lanes.get(p.laneKey())
 	switch {
+	case c.deferred(l, q):
+		c.lanes.mu.Unlock()
 	case len(l.waiting) > 0 || l.flying > 0:
 		// Behind the queued waiters, who are served first.
 		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
@@ -67,7 +69,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		l = c.lanes.get(p.laneKey())
 		l.waiting = append(l.waiting, q)
 		if len(l.waiting) == 1 && l.flying == 0 {
-			c.arm(l, wake)
+			c.arm(l, c.delayedFor(l, q, wake))
 		}
 		c.lanes.mu.Unlock()
 	}
@@ -166,6 +168,6 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	l.due = len(keep) == 0 && len(l.waiting) > 0
 	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
-		c.arm(l, head)
+		c.arm(l, c.delayedFor(l, keep[0], head))
 	}
 }

@@ -1,0 +1,113 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// yieldRun is what one run of Go-only blocking load granted and cost.
+type yieldRun struct {
+	grants   int     // Acquire calls that returned nil
+	calls    int64   // script calls (INFO commandstats) over the run
+	p50, p99 float64 // Acquire latency, ms
+}
+
+// goOnlyLoad runs 4 goroutines in Acquire(1) on one fresh 25 per 500 ms
+// limiter for dur, spread over clients Clients made with opts.
+func goOnlyLoad(t *testing.T, clients int, dur time.Duration, opts ...ratelimiter.Option) yieldRun {
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	cs := make([]*ratelimiter.Client, clients)
+	for i := range cs {
+		cs[i] = ratelimiter.NewClient(rdb, opts...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Second)
+	defer cancel()
+	if _, err := cs[0].Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 25, Interval: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	before := redistest.ScriptCalls(t, rdb)
+	end := time.Now().Add(dur)
+	var mu sync.Mutex
+	var lat []float64
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		lim := cs[g%clients].Limiter(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				start := time.Now()
+				if err := lim.Acquire(ctx, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Float64s(lat)
+	r := yieldRun{grants: len(lat), calls: redistest.ScriptCalls(t, rdb) - before}
+	if len(lat) > 0 {
+		r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	return r
+}
+
+// TestYieldCostGoOnly measures what fairness costs a fleet with no Java
+// waiters: 4 goroutines in Acquire on one limiter, through one Client or
+// two, with the default yield delay and with WithYieldDelay(0), in
+// alternating rounds. Yielding may not lower the grants by more than 5%.
+// go test -run TestYieldCostGoOnly -v . prints the rows (README,
+// "Fairness in a mixed fleet").
+func TestYieldCostGoOnly(t *testing.T) {
+	redistest.SkipIfShort(t, "yield cost rounds")
+	const rounds, dur = 3, 2 * time.Second
+	for _, clients := range []int{1, 2} {
+		var on, off []yieldRun
+		for r := 0; r < rounds; r++ {
+			off = append(off, goOnlyLoad(t, clients, dur, ratelimiter.WithYieldDelay(0)))
+			on = append(on, goOnlyLoad(t, clients, dur))
+		}
+		a, b := medianRun(on), medianRun(off)
+		t.Logf("YIELD COST %d Client(s), medians of %d rounds of %v: grants %d vs %d without yielding (%.3fx); script calls per grant %.2f vs %.2f; Acquire p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms",
+			clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
+			float64(a.calls)/float64(a.grants), float64(b.calls)/float64(b.grants), a.p50, b.p50, a.p99, b.p99)
+		if a.grants*100 < b.grants*95 {
+			t.Errorf("%d Client(s): yielding granted %d, under 95%% of %d without (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
+		}
+	}
+}
+
+// medianRun returns the run with the median grants, with the median of
+// each other figure.
+func medianRun(rs []yieldRun) yieldRun {
+	med := func(f func(yieldRun) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	return yieldRun{
+		grants: int(med(func(r yieldRun) float64 { return float64(r.grants) })),
+		calls:  int64(med(func(r yieldRun) float64 { return float64(r.calls) })),
+		p50:    med(func(r yieldRun) float64 { return r.p50 }),
+		p99:    med(func(r yieldRun) float64 { return r.p99 }),
+	}
+}
+
+func (r yieldRun) String() string {
+	return fmt.Sprintf("{%d grants, %d calls, p50 %.1f ms, p99 %.1f ms}", r.grants, r.calls, r.p50, r.p99)
+}
