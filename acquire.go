@@ -31,6 +31,12 @@ type Result struct {
 	// ResetAfter is the time until the oldest permit record in the window
 	// expires and gives its permits back; 0 when the window holds none.
 	ResetAfter time.Duration
+	// Part is, for a Composite's Allow, the index (in Names) of the part
+	// that Limit, Interval and ResetAfter describe, the one that binds: on
+	// a grant the part with the fewest permits left, on a refusal the one
+	// that must wait longest, for ErrPermitsExceedRate the part whose rate
+	// is below n. It is 0 for a Limiter.
+	Part int
 }
 
 // memberRetries bounds the retries after a permit record collided with an

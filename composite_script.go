@@ -92,7 +92,7 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 		}
 		g, left, hint := rest[3*i], rest[3*i+1], rest[3*i+2]
 		rate := parts[3*b]
-		res := Result{Granted: g == 1, Limit: rate, Interval: millis(parts[3*b+1]), Remaining: left, ResetAfter: millis(parts[3*b+2])}
+		res := Result{Granted: g == 1, Limit: rate, Interval: millis(parts[3*b+1]), Remaining: left, ResetAfter: millis(parts[3*b+2]), Part: int(b)}
 		switch {
 		case n > rate:
 			res.Granted = false

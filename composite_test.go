@@ -67,11 +67,13 @@ func TestCompositeAllOrNothing(t *testing.T) {
 				require.Equal(t, 3-i, res.Remaining, "the fewest left among the parts")
 				require.Equal(t, int64(3), res.Limit)
 				require.Equal(t, time.Second, res.Interval)
+				require.Equal(t, 0, res.Part, "the per-second part binds")
 			}
 			res, err := a.Allow(ctx, 1)
 			require.NoError(t, err)
 			require.False(t, res.Granted)
 			require.Equal(t, 1003*time.Millisecond, res.RetryAfter, "the per-second part's wait")
+			require.Equal(t, 0, res.Part)
 			require.Equal(t, int64(3), recordPermits(t, rdb, sec.Keys().Permits))
 			require.Equal(t, int64(3), recordPermits(t, rdb, hour.Keys().Permits))
 
@@ -82,6 +84,7 @@ func TestCompositeAllOrNothing(t *testing.T) {
 			require.Equal(t, int64(0), res.Remaining)
 			require.Equal(t, int64(5), res.Limit, "the hourly part has the fewest left")
 			require.Equal(t, time.Hour, res.Interval)
+			require.Equal(t, 1, res.Part)
 
 			// The per-second part has a permit, the hourly one none: the
 			// composite is refused for the hour's wait and takes nothing.
@@ -93,6 +96,7 @@ func TestCompositeAllOrNothing(t *testing.T) {
 			require.False(t, res.Granted)
 			require.Equal(t, time.Hour+3*time.Millisecond-time.Second, res.RetryAfter)
 			require.Equal(t, int64(5), res.Limit)
+			require.Equal(t, 1, res.Part, "the hourly part waits longest")
 			require.Equal(t, int64(0), res.Remaining)
 			require.Equal(t, int64(2), recordPermits(t, rdb, sec.Keys().Permits))
 			require.Equal(t, int64(5), recordPermits(t, rdb, hour.Keys().Permits))
@@ -140,7 +144,8 @@ func TestCompositeHints(t *testing.T) {
 		require.Equal(t, hint, res.RetryAfter, "n=%d", n)
 		var longest time.Duration
 		var limit int64
-		for _, l := range p {
+		part := -1
+		for i, l := range p {
 			avail, err := l.AvailablePermits(ctx)
 			require.NoError(t, err)
 			if avail >= n {
@@ -150,11 +155,12 @@ func TestCompositeHints(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, r.Granted)
 			if r.RetryAfter > longest {
-				longest, limit = r.RetryAfter, r.Limit
+				longest, limit, part = r.RetryAfter, r.Limit, i
 			}
 		}
 		require.Equal(t, longest, res.RetryAfter, "n=%d: the longest of the parts' own hints", n)
 		require.Equal(t, limit, res.Limit, "n=%d: the part that waits longest", n)
+		require.Equal(t, part, res.Part, "n=%d: the part that waits longest", n)
 		require.Equal(t, before, partsPermits(t, rdb, p), "a refusal takes nothing")
 	}
 }

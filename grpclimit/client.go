@@ -16,7 +16,8 @@ import (
 )
 
 // Outgoing holds client interceptors that take permits from one limiter
-// before each outgoing call (a stream: once, when it opens), so that every
+// (or from every part of a Composite at once) before each outgoing call
+// (a stream: once, when it opens), so that every
 // process sharing the limiter, Go with this package or Java with
 // Redisson, together stays under a remote service's limit. A call waits
 // for its permits up to MaxWait, or when MaxWait is 0 up to its context's
@@ -25,9 +26,11 @@ import (
 // with an error that matches ErrLimited and carries
 // codes.ResourceExhausted. The other errors it returns before sending also
 // carry a status (status.Code) and match their cause (errors.Is):
-// ErrInvalidOption (InvalidArgument) for fields out of range,
+// ErrInvalidOption (InvalidArgument) for fields out of range or that do
+// not fit together (no Limiter nor Composite, both, Config with
+// Composite, Configs without it or not one per part),
 // ratelimiter.ErrPermitsExceedRate (ResourceExhausted) when the limiter's
-// rate is below Permits, in either failure mode, and with FailClosed the
+// (or a part's) rate is below Permits, in either failure mode, and with FailClosed the
 // limiter's error (Unavailable); a call whose context ends while waiting
 // gets its context's status.
 //
@@ -39,12 +42,23 @@ import (
 // Set the fields before the first call and do not change them after; it
 // is then safe for concurrent use.
 type Outgoing struct {
-	// Limiter gives the permits; it is required.
+	// Limiter gives the permits. Set Limiter or Composite, not both.
 	Limiter *ratelimiter.Limiter
 	// Config, when its Rate is not 0, configures the limiter on first use
 	// (TrySetRate). With the zero Config the limiter must be configured
-	// elsewhere, or calls fail with ratelimiter.ErrNotInitialized.
+	// elsewhere, or calls fail with ratelimiter.ErrNotInitialized. It
+	// must be the zero Config with Composite.
 	Config ratelimiter.Config
+	// Composite, instead of Limiter, gives the permits from every part at
+	// once, all or none (ratelimiter.Client.All): for a remote service's
+	// "10 per second and 1,000 per hour". A call waits until every part
+	// can grant.
+	Composite *ratelimiter.Composite
+	// Configs, with Composite, configures part i with Configs[i] on first
+	// use (TrySetRate); a zero Config leaves that part to be configured
+	// elsewhere. nil configures no part; otherwise it must hold one Config
+	// per part.
+	Configs []ratelimiter.Config
 	// Permits is the permits each call takes; 0 means 1.
 	Permits int64
 	// MaxWait bounds the wait for permits; 0 means up to the call's
@@ -58,9 +72,11 @@ type Outgoing struct {
 	// (Redis failures), whatever the FailureMode.
 	OnError func(ctx context.Context, method string, err error)
 
-	once sync.Once
-	gate *gate.Gate
-	err  error
+	once   sync.Once
+	gate   *gate.Gate
+	target gate.Target
+	label  string // the limiter's name, or the Composite's names joined by "+"
+	err    error
 }
 
 // Unary returns the unary client interceptor.
@@ -104,12 +120,12 @@ func (o *Outgoing) take(ctx context.Context, method string) error {
 	if o.err != nil {
 		return failCall(codes.InvalidArgument, o.err)
 	}
-	ok, err := o.gate.Wait(ctx, o.Limiter, o.MaxWait)
+	ok, err := o.gate.Wait(ctx, o.target, o.MaxWait)
 	switch {
 	case ok:
 		return nil
 	case err == nil:
-		return failCall(codes.ResourceExhausted, fmt.Errorf("%w: limiter %q", ErrLimited, o.Limiter.Name()))
+		return failCall(codes.ResourceExhausted, fmt.Errorf("%w: limiter %q", ErrLimited, o.label))
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -130,19 +146,16 @@ func (o *Outgoing) init() {
 	if permits == 0 {
 		permits = 1
 	}
+	var err error
+	o.gate, o.target, o.label, err = gate.ForCalls(o.Limiter, o.Config, o.Composite, o.Configs, permits)
 	switch {
-	case o.Limiter == nil:
-		o.err = fmt.Errorf("%w: Outgoing without a Limiter", ErrInvalidOption)
+	case err != nil:
+		o.err = fmt.Errorf("%w: Outgoing: %w", ErrInvalidOption, err)
 	case permits < 1 || permits > ratelimiter.MaxPermits:
 		o.err = fmt.Errorf("%w: Outgoing.Permits %d", ErrInvalidOption, o.Permits)
 	case o.MaxWait < 0:
 		o.err = fmt.Errorf("%w: negative Outgoing.MaxWait %v", ErrInvalidOption, o.MaxWait)
 	case o.FailureMode != FailOpen && o.FailureMode != FailClosed:
 		o.err = fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(o.FailureMode))
-	case o.Config != (ratelimiter.Config{}):
-		if err := o.Config.Validate(); err != nil {
-			o.err = fmt.Errorf("%w: config: %w", ErrInvalidOption, err)
-		}
 	}
-	o.gate = gate.New(o.Config, permits)
 }

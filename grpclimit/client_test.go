@@ -36,6 +36,10 @@ func TestOutgoingHoldsLimitAtReceiver(t *testing.T) {
 	var sent, limited atomic.Int64
 	var wg, warm sync.WaitGroup
 	stop := time.Now().Add(2500 * time.Millisecond)
+	// Every sender is counted in warm before any can wait on it: a later
+	// client's Add after an earlier client's goroutines reached Wait would
+	// reuse the WaitGroup during a Wait.
+	warm.Add(4 * 5)
 	for range 4 {
 		rdb := newRedis(t)
 		out := &grpclimit.Outgoing{
@@ -47,7 +51,6 @@ func TestOutgoingHoldsLimitAtReceiver(t *testing.T) {
 		c := healthpb.NewHealthClient(cc)
 		for range 5 {
 			wg.Add(1)
-			warm.Add(1)
 			go func() {
 				defer wg.Done()
 				rdb.Ping(context.Background()) // a Redis connection of its own first

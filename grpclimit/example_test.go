@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -62,6 +64,47 @@ func ExampleNew() {
 	// OK false false
 	// OK false false
 	// ResourceExhausted true true
+}
+
+// Two limits per client IP at once: 2 per minute and 100 per day. Each
+// call takes a permit from both or from neither: the refused third call
+// leaves the daily budget at 98, and its QuotaFailure names the rule that
+// refused it.
+func ExampleWithRules() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	prefix := examplePrefix("rules")
+	lim, err := grpclimit.New(rdb, ratelimiter.Config{}, grpclimit.WithPrefix(prefix),
+		grpclimit.WithRules(
+			grpclimit.Rule{Name: "minute", Config: ratelimiter.Config{Rate: 2, Interval: time.Minute}},
+			grpclimit.Rule{Name: "day", Config: ratelimiter.Config{Rate: 100, Interval: 24 * time.Hour}}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cc, stop := serveExample(grpc.ChainUnaryInterceptor(lim.Unary()), grpc.ChainStreamInterceptor(lim.Stream()))
+	defer stop()
+
+	c := healthpb.NewHealthClient(cc)
+	for i := 0; i < 3; i++ {
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		line := status.Code(err).String()
+		for _, d := range status.Convert(err).Details() {
+			if q, ok := d.(*errdetails.QuotaFailure); ok {
+				line += " " + strings.TrimPrefix(q.Violations[0].Subject, prefix)
+			}
+		}
+		fmt.Println(line)
+	}
+	names := lim.Names("ip:127.0.0.1")
+	left, err := lim.Client().Limiter(names[1]).AvailablePermits(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(strings.TrimPrefix(names[1], prefix), left)
+	// Output:
+	// OK
+	// OK
+	// ResourceExhausted {ip:127.0.0.1}:minute
+	// {ip:127.0.0.1}:day 98
 }
 
 // Hold outgoing calls to a remote service under its limit of 1 per

@@ -9,7 +9,9 @@
 // that gets its permits goes on to the handler; one that does not fails
 // with codes.ResourceExhausted and the details google.rpc.RetryInfo (the
 // wait hint) and google.rpc.QuotaFailure (the limiter's name and rate).
-// A stream takes its permits once, when it opens.
+// A stream takes its permits once, when it opens. With WithRules, each
+// call takes its permits from several limiters of its key at once ("10
+// per second and 1,000 per hour"), all or none, in one script call.
 //
 //	lim, err := grpclimit.New(rdb, ratelimiter.Config{Rate: 100, Interval: time.Second})
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(lim.Unary()), grpc.ChainStreamInterceptor(lim.Stream()))

@@ -21,7 +21,13 @@ type Decision struct {
 	FullMethod string
 	// Key is the key function's result; Name the limiter's name
 	// (Prefix + key, or a hash of the key when it is not a safe name).
+	// With WithRules, Name is the binding rule's limiter (see
+	// Interceptor.Names).
 	Key, Name string
+	// Rule is, with WithRules, the name of the rule that binds: on a
+	// grant the one with the fewest permits left, on a refusal the one
+	// that must wait longest. It is "" without WithRules.
+	Rule string
 	// Granted reports whether the permits were taken.
 	Granted bool
 	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
@@ -53,6 +59,7 @@ type Interceptor struct {
 	key        KeyFunc
 	prefix     string
 	permits    int64
+	rules      []gate.Rule // WithRules; nil without
 	wait       time.Duration
 	failure    FailureMode
 	onError    func(context.Context, string, error)
@@ -66,6 +73,8 @@ type Interceptor struct {
 // cfg on first use. It fails with an error matching ErrInvalidOption (and
 // ratelimiter.ErrInvalidArgument) for a nil rdb, an invalid cfg or
 // option, or permits per call above cfg.Rate; it sends nothing to Redis.
+// With WithRules, cfg must be the zero Config and each rule's Config is
+// checked instead (see WithRules).
 func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Interceptor, error) {
 	l := &Interceptor{key: KeyByPeer, prefix: "grpc:", permits: 1}
 	for _, o := range opts {
@@ -78,11 +87,15 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*In
 	if rdb == nil {
 		l.fail("nil redis client")
 	}
-	if err := cfg.Validate(); err != nil {
-		l.fail("config: %w", err)
-	}
-	if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
-		l.fail("permits per call %d must be from 1 to the rate %d", l.permits, cfg.Rate)
+	if l.rules != nil {
+		l.checkRules(cfg)
+	} else {
+		if err := cfg.Validate(); err != nil {
+			l.fail("config: %w", err)
+		}
+		if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
+			l.fail("permits per call %d must be from 1 to the rate %d", l.permits, cfg.Rate)
+		}
 	}
 	if l.err != nil {
 		return nil, l.err
@@ -93,7 +106,11 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*In
 	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
-	l.gate = gate.New(cfg, l.permits)
+	if l.rules != nil {
+		l.gate = gate.NewRules(l.rules, l.permits)
+	} else {
+		l.gate = gate.New(cfg, l.permits)
+	}
 	return l, nil
 }
 
@@ -104,8 +121,9 @@ func (l *Interceptor) Client() *ratelimiter.Client { return l.client }
 
 // Name returns the limiter name used for key: Prefix + key when the key is
 // at most 128 printable ASCII characters without '{' or '}', otherwise
-// Prefix + "sha256:" + the hex SHA-256 of the key.
-func (l *Interceptor) Name(key string) string { return gate.Name(l.prefix, key) }
+// Prefix + "sha256:" + the hex SHA-256 of the key. With WithRules it
+// returns the first rule's limiter name, Names(key)[0].
+func (l *Interceptor) Name(key string) string { return l.Names(key)[0] }
 
 // Unary returns the unary server interceptor: each call takes its permits
 // before the handler runs, or fails, waits or is served as configured.
@@ -151,9 +169,14 @@ func (l *Interceptor) admit(ctx context.Context, method string) (context.Context
 		}
 		return nil, status.Error(codes.InvalidArgument, "no rate limit key for the call")
 	}
-	d := Decision{FullMethod: method, Key: key, Name: l.Name(key), Shadow: l.shadow}
-	o, err := l.gate.Decide(ctx, l.client.Limiter(d.Name), l.wait, l.shadow)
+	names := l.Names(key)
+	d := Decision{FullMethod: method, Key: key, Name: names[0], Shadow: l.shadow}
+	o, err := l.gate.Decide(ctx, l.gate.Target(l.client, names), l.wait, l.shadow)
 	d.Waited = o.Waited
+	if p := o.Result.Part; p > 0 && p < len(names) {
+		d.Name = names[p]
+	}
+	d.Rule = l.gate.Rule(o.Result.Part)
 	if o.Note != nil {
 		l.report(ctx, method, o.Note)
 	}

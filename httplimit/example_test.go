@@ -1,11 +1,13 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -213,4 +215,42 @@ func ExampleWithShadow() {
 	// 200
 	// would refuse ip:127.0.0.1
 	// 200
+}
+
+// Two limits per client IP at once: 2 per minute and 100 per day. Each
+// request takes a permit from both or from neither: the refused third
+// request leaves the daily budget at 98. The headers describe the rule
+// that binds.
+func ExampleWithRules() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	prefix := examplePrefix("rules")
+	lim, err := httplimit.New(rdb, ratelimiter.Config{}, httplimit.WithPrefix(prefix),
+		httplimit.WithRules(
+			httplimit.Rule{Name: "minute", Config: ratelimiter.Config{Rate: 2, Interval: time.Minute}},
+			httplimit.Rule{Name: "day", Config: ratelimiter.Config{Rate: 100, Interval: 24 * time.Hour}}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(lim.Handler(hello))
+	defer srv.Close()
+
+	for i := 0; i < 3; i++ {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
+	}
+	names := lim.Names("ip:127.0.0.1")
+	left, err := lim.Client().Limiter(names[1]).AvailablePermits(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(strings.TrimPrefix(names[1], prefix), left)
+	// Output:
+	// 200 "minute";q=2;w=60
+	// 200 "minute";q=2;w=60
+	// 429 "minute";q=2;w=60
+	// {ip:127.0.0.1}:day 98
 }

@@ -35,6 +35,10 @@
 // headers, but served: nothing is refused or delayed. The handler finds
 // the Decision, Shadow set, with FromContext.
 //
+// With WithRules, each request takes its permits from several limiters of
+// its key at once ("10 per second and 1,000 per hour"), all or none, in
+// one script call; the headers describe the rule that binds.
+//
 // For outgoing requests, Transport is an http.RoundTripper that takes
 // permits from one limiter before each request, so that all the callers
 // of a remote API that share the limiter stay under its limit.
@@ -93,7 +97,13 @@ const (
 type Decision struct {
 	// Key is the key function's result; Name the limiter's name
 	// (Prefix + key, or a hash of the key when it is not a safe name).
+	// With WithRules, Name is the binding rule's limiter (see
+	// Middleware.Names).
 	Key, Name string
+	// Rule is, with WithRules, the name of the rule that binds: on a
+	// grant the one with the fewest permits left, on a refusal the one
+	// that must wait longest. It is "" without WithRules.
+	Rule string
 	// Granted reports whether the permits were taken.
 	Granted bool
 	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
@@ -133,6 +143,8 @@ type Middleware struct {
 	onDecision func(*http.Request, Decision)
 	refuse     http.Handler
 	policy     string
+	policySet  bool
+	rules      []gate.Rule // WithRules; nil without
 	headers    bool
 	shadow     bool
 	err        error
@@ -143,7 +155,8 @@ type Middleware struct {
 // cfg on first use. It fails with an error matching ErrInvalidOption (and
 // ratelimiter.ErrInvalidArgument) for a nil rdb, an invalid cfg or
 // option, or permits per request above cfg.Rate; it sends nothing to
-// Redis.
+// Redis. With WithRules, cfg must be the zero Config and each rule's
+// Config is checked instead (see WithRules).
 func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Middleware, error) {
 	l := &Middleware{
 		cfg:     cfg,
@@ -164,9 +177,13 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	if rdb == nil {
 		l.err = errors.Join(l.err, fmt.Errorf("%w: nil redis client", ErrInvalidOption))
 	}
-	l.err = errors.Join(l.err, validateConfig(cfg))
-	if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
-		l.err = errors.Join(l.err, fmt.Errorf("%w: permits per request %d must be from 1 to the rate %d", ErrInvalidOption, l.permits, cfg.Rate))
+	if l.rules != nil {
+		l.err = errors.Join(l.err, l.checkRules(cfg))
+	} else {
+		l.err = errors.Join(l.err, validateConfig(cfg))
+		if l.permits < 1 || l.permits > ratelimiter.MaxPermits || (cfg.Rate > 0 && l.permits > cfg.Rate) {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: permits per request %d must be from 1 to the rate %d", ErrInvalidOption, l.permits, cfg.Rate))
+		}
 	}
 	if l.err != nil {
 		return nil, l.err
@@ -177,7 +194,11 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
-	l.gate = gate.New(cfg, l.permits)
+	if l.rules != nil {
+		l.gate = gate.NewRules(l.rules, l.permits)
+	} else {
+		l.gate = gate.New(cfg, l.permits)
+	}
 	return l, nil
 }
 
@@ -209,8 +230,9 @@ func (l *Middleware) HandlerFunc(next http.HandlerFunc) http.Handler { return l.
 // Name returns the limiter name used for key: Prefix + key when the key is
 // at most 128 printable ASCII characters without '{' or '}', otherwise
 // Prefix + "sha256:" + the hex SHA-256 of the key, so that no request can
-// choose a name that breaks Redis Cluster slots or bloats Redis.
-func (l *Middleware) Name(key string) string { return gate.Name(l.prefix, key) }
+// choose a name that breaks Redis Cluster slots or bloats Redis. With
+// WithRules it returns the first rule's limiter name, Names(key)[0].
+func (l *Middleware) Name(key string) string { return l.Names(key)[0] }
 
 func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key := l.key(r)
@@ -223,9 +245,14 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "400 bad request: no rate limit key", http.StatusBadRequest)
 		return
 	}
-	d := Decision{Key: key, Name: l.Name(key), Shadow: l.shadow}
-	o, err := l.gate.Decide(r.Context(), l.client.Limiter(d.Name), l.wait, l.shadow)
+	names := l.Names(key)
+	d := Decision{Key: key, Name: names[0], Shadow: l.shadow}
+	o, err := l.gate.Decide(r.Context(), l.gate.Target(l.client, names), l.wait, l.shadow)
 	d.Waited = o.Waited
+	if p := o.Result.Part; p > 0 && p < len(names) {
+		d.Name = names[p]
+	}
+	d.Rule = l.gate.Rule(o.Result.Part)
 	if o.Note != nil {
 		l.report(r, o.Note)
 	}
@@ -238,7 +265,7 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		l.onDecision(r, d)
 	}
 	if l.headers {
-		l.setHeaders(w.Header(), o)
+		l.setHeaders(w.Header(), o, d.Rule)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, d))
 	if !d.Granted && !l.shadow {
@@ -287,15 +314,4 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-func policyName(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+func policyName(s string) bool { return gate.Token(s, 64) }

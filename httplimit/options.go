@@ -111,9 +111,11 @@ func WithRefusalHandler(h http.Handler) Option {
 
 // WithPolicyName sets the policy identifier in the RateLimit-Policy and
 // RateLimit fields; the default is "default". It must be a token of
-// letters, digits and "-_.".
+// letters, digits and "-_.". With WithRules the policy is the binding
+// rule's name and WithPolicyName is an error.
 func WithPolicyName(name string) Option {
 	return func(l *Middleware) {
+		l.policySet = true
 		if !policyName(name) {
 			l.err = errors.Join(l.err, fmt.Errorf("%w: policy name %q must be 1 to 64 letters, digits, '-', '_' or '.'", ErrInvalidOption, name))
 		}

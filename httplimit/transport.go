@@ -18,9 +18,9 @@ import (
 var ErrLimited = errors.New("httplimit: rate limited: the permits cannot come in time")
 
 // Transport is an http.RoundTripper that takes permits from one limiter
-// before each outgoing request, so that every process sharing the limiter
-// (Go with this package, Java with Redisson) together stays under a
-// remote API's limit. A request waits for its permits up to MaxWait, or
+// (or from every part of a Composite at once) before each outgoing
+// request, so that every process sharing the limiter (Go with this
+// package, Java with Redisson) together stays under a remote API's limit. A request waits for its permits up to MaxWait, or
 // when MaxWait is 0 up to its context's deadline (as long as it takes
 // without one); when the wait hint shows the permits cannot come in time
 // it fails at once with ErrLimited, without being sent.
@@ -41,13 +41,24 @@ type Transport struct {
 	// Base sends the requests that got their permits; nil means
 	// http.DefaultTransport.
 	Base http.RoundTripper
-	// Limiter gives the permits; it is required.
+	// Limiter gives the permits. Set Limiter or Composite, not both.
 	Limiter *ratelimiter.Limiter
 	// Config, when its Rate is not 0, configures the limiter on first use
 	// (TrySetRate: a limiter that exists keeps its configuration). With
 	// the zero Config the limiter must be configured elsewhere, or
-	// requests fail with ratelimiter.ErrNotInitialized.
+	// requests fail with ratelimiter.ErrNotInitialized. It must be the
+	// zero Config with Composite.
 	Config ratelimiter.Config
+	// Composite, instead of Limiter, gives the permits from every part at
+	// once, all or none (ratelimiter.Client.All): for a remote API's "10
+	// per second and 1,000 per hour". A request waits until every part
+	// can grant.
+	Composite *ratelimiter.Composite
+	// Configs, with Composite, configures part i with Configs[i] on first
+	// use (TrySetRate); a zero Config leaves that part to be configured
+	// elsewhere. nil configures no part; otherwise it must hold one Config
+	// per part.
+	Configs []ratelimiter.Config
 	// Permits is the permits each request takes; 0 means 1.
 	Permits int64
 	// MaxWait bounds the wait for permits; 0 means up to the request's
@@ -61,18 +72,22 @@ type Transport struct {
 	// sent or failed.
 	OnError func(*http.Request, error)
 
-	once sync.Once
-	gate *gate.Gate
-	err  error
+	once   sync.Once
+	gate   *gate.Gate
+	target gate.Target
+	label  string // the limiter's name, or the Composite's names joined by "+"
+	err    error
 }
 
 // RoundTrip takes the permits for req, then sends it with Base. It fails,
 // without sending req and after closing its body, with an error wrapping
 // ErrLimited when the permits cannot come in time, ErrInvalidOption for a
-// Transport whose fields are out of range, ctx's error when req's context
-// ends while waiting, ratelimiter.ErrPermitsExceedRate when the limiter's
-// rate is below Permits (in either failure mode) and, with FailClosed,
-// the limiter's other errors.
+// Transport whose fields are out of range or do not fit together (no
+// Limiter nor Composite, both, Config with Composite, Configs without it
+// or not one per part), ctx's error when req's context ends while
+// waiting, ratelimiter.ErrPermitsExceedRate when the limiter's (or a
+// part's) rate is below Permits (in either failure mode) and, with
+// FailClosed, the limiter's other errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.once.Do(t.init)
 	err := t.err
@@ -95,12 +110,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // take waits for the permits; it returns nil when req may be sent.
 func (t *Transport) take(req *http.Request) error {
 	ctx := req.Context()
-	ok, err := t.gate.Wait(ctx, t.Limiter, t.MaxWait)
+	ok, err := t.gate.Wait(ctx, t.target, t.MaxWait)
 	switch {
 	case ok:
 		return nil
 	case err == nil:
-		return fmt.Errorf("%w: limiter %q", ErrLimited, t.Limiter.Name())
+		return fmt.Errorf("%w: limiter %q", ErrLimited, t.label)
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
@@ -118,17 +133,16 @@ func (t *Transport) init() {
 	if permits == 0 {
 		permits = 1
 	}
+	var err error
+	t.gate, t.target, t.label, err = gate.ForCalls(t.Limiter, t.Config, t.Composite, t.Configs, permits)
 	switch {
-	case t.Limiter == nil:
-		t.err = fmt.Errorf("%w: Transport without a Limiter", ErrInvalidOption)
+	case err != nil:
+		t.err = fmt.Errorf("%w: Transport: %w", ErrInvalidOption, err)
 	case permits < 1 || permits > ratelimiter.MaxPermits:
 		t.err = fmt.Errorf("%w: Transport.Permits %d", ErrInvalidOption, t.Permits)
 	case t.MaxWait < 0:
 		t.err = fmt.Errorf("%w: negative Transport.MaxWait %v", ErrInvalidOption, t.MaxWait)
 	case t.FailureMode != FailOpen && t.FailureMode != FailClosed:
 		t.err = fmt.Errorf("%w: unknown failure mode %d", ErrInvalidOption, int(t.FailureMode))
-	case t.Config != (ratelimiter.Config{}):
-		t.err = validateConfig(t.Config)
 	}
-	t.gate = gate.New(t.Config, permits)
 }

@@ -11,8 +11,8 @@ import (
 // Outcome is the decision on an incoming request.
 type Outcome struct {
 	// Result is the reply of the acquisition that decided. For a grant
-	// that came after waiting (Exact false) only Granted, Limit and
-	// Interval are known.
+	// that came after waiting (Exact false) only Granted, Limit, Interval
+	// and Part (those of the refusal before the wait) are known.
 	Result ratelimiter.Result
 	// Exact reports whether Result.Remaining and Result.ResetAfter are
 	// those of the deciding reply.
@@ -25,29 +25,46 @@ type Outcome struct {
 	Note error
 }
 
-// Decide takes the Gate's permits from rl for an incoming request: one
+// Decide takes the Gate's permits from t for an incoming request: one
 // Allow, and when that is refused with a hint within wait (and shadow is
 // false), a wait of up to the rest of wait with TryAcquireTimeout. A
 // wait that would pass ctx's deadline is a refusal. The error is Redis's
 // or ctx's; ErrPermitsExceedRate is a refusal with the Config's interval
-// as hint and the error in Outcome.Note.
-func (g *Gate) Decide(ctx context.Context, rl *ratelimiter.Limiter, wait time.Duration, shadow bool) (Outcome, error) {
+// (of the part whose rate is below the permits) as hint, Result.Part
+// naming that part, and the error in Outcome.Note.
+func (g *Gate) Decide(ctx context.Context, t Target, wait time.Duration, shadow bool) (Outcome, error) {
 	start := time.Now()
 	var o Outcome
-	err := g.retry(ctx, rl, func() error {
+	err := g.retry(ctx, t, func() error {
 		var err error
-		o, err = g.decide(ctx, rl, wait, shadow, start)
+		o, err = g.decide(ctx, t, wait, shadow, start)
 		return err
 	})
 	o.Waited = time.Since(start)
 	if errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
-		o = Outcome{Result: ratelimiter.Result{RetryAfter: max(g.cfg.Interval, time.Second)}, Exact: true, Waited: o.Waited, Note: err}
-		return o, nil
+		part := g.partNamed(t, err)
+		res := ratelimiter.Result{RetryAfter: max(g.cfgs[part].Interval, time.Second), Part: part}
+		return Outcome{Result: res, Exact: true, Waited: o.Waited, Note: err}, nil
 	}
 	return o, err
 }
 
-func (g *Gate) decide(ctx context.Context, rl *ratelimiter.Limiter, wait time.Duration, shadow bool, start time.Time) (Outcome, error) {
+// partNamed returns the index of the part of t that err names, or 0.
+func (g *Gate) partNamed(t Target, err error) int {
+	var le *ratelimiter.LimiterError
+	parts, perr := g.parts(t)
+	if perr != nil || !errors.As(err, &le) {
+		return 0
+	}
+	for i, rl := range parts {
+		if rl.Name() == le.Limiter {
+			return i
+		}
+	}
+	return 0
+}
+
+func (g *Gate) decide(ctx context.Context, rl Target, wait time.Duration, shadow bool, start time.Time) (Outcome, error) {
 	res, err := rl.Allow(ctx, g.permits)
 	first := Outcome{Result: res, Exact: true}
 	left := wait - time.Since(start)
@@ -57,7 +74,7 @@ func (g *Gate) decide(ctx context.Context, rl *ratelimiter.Limiter, wait time.Du
 	ok, err := rl.TryAcquireTimeout(ctx, g.permits, left)
 	switch {
 	case ok:
-		return Outcome{Result: ratelimiter.Result{Granted: true, Limit: res.Limit, Interval: res.Interval}}, nil
+		return Outcome{Result: ratelimiter.Result{Granted: true, Limit: res.Limit, Interval: res.Interval, Part: res.Part}}, nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		// The wait would pass the request's deadline: refused.
 		return first, nil

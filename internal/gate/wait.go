@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/goredisson/ratelimiter"
 )
 
-// Wait takes the Gate's permits from rl before an outgoing call, waiting
+// Wait takes the Gate's permits from t before an outgoing call, waiting
 // up to maxWait for them, or when maxWait is 0 up to ctx's deadline (as
 // long as it takes when ctx has none). It returns true once granted and
 // false, at once, when the wait hint shows that the permits cannot come
@@ -16,7 +14,7 @@ import (
 // limiter's (ErrNotInitialized when the Gate has no Config and nobody
 // configured it, ErrPermitsExceedRate) or ctx's when ctx ends while
 // waiting.
-func (g *Gate) Wait(ctx context.Context, rl *ratelimiter.Limiter, maxWait time.Duration) (bool, error) {
+func (g *Gate) Wait(ctx context.Context, rl Target, maxWait time.Duration) (bool, error) {
 	var ok bool
 	err := g.retry(ctx, rl, func() error {
 		var err error
