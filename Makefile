@@ -18,7 +18,7 @@ APT_UPDATED := /tmp/.ratelimiter-apt-updated
 GO_REDIS_NEWEST ?= v9.23.0
 NEWEST_MOD := $(or $(TMPDIR),/tmp)/ratelimiter-go-redis-newest.mod
 
-.PHONY: demo test test-short test-newest deps deps-redis deps-java peer vet bench bench-quick bench-redis-time soak
+.PHONY: demo test test-short test-newest deps deps-redis deps-java peer vet bench bench-quick soak
 
 demo: deps-redis
 	$(GO) run ./cmd/ratelimiter demo
@@ -48,7 +48,7 @@ test-newest: deps-redis
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 4 minutes on 2 cores.
+# stdout, SVG charts into docs/bench/. About 4.5 minutes on 2 cores.
 bench: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(GO) run . --charts ../docs/bench $(BENCH_ARGS)
@@ -58,10 +58,6 @@ bench: deps-redis deps-java
 bench-quick: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick $(BENCH_ARGS)
-
-# Redis time per TryAcquire next to a one-command script (see bench_test.go).
-bench-redis-time: deps-redis
-	$(GO) test -run '^$$' -bench RedisTime -benchtime 20000x .
 
 # Ten minutes of Go and Java Redisson 4.7.0 on three limiters with faults
 # (internal/compat TestSoak); the test suite runs it for 60 s.

@@ -1,15 +1,11 @@
 package ratelimiter_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/hookbench"
 )
 
 // A trivial Decision hook: counts grants, as a metric would.
@@ -46,28 +42,4 @@ func BenchmarkHookCost(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkAcquireHooks runs TryAcquire on a real Redis with no hook and
-// with a trivial hook in alternating rounds and reports the difference
-// per call (hookbench.Alternate).
-//
-//	go test -run '^$' -bench AcquireHooks -benchtime 20000x .
-func BenchmarkAcquireHooks(b *testing.B) {
-	ctx := context.Background()
-	rdb := newRedis(b)
-	name := uniqueName(b)
-	var n atomic.Int64
-	call := func(c *ratelimiter.Client) func() error {
-		l := c.Limiter(name)
-		return func() error { _, err := l.TryAcquire(ctx, 1); return err }
-	}
-	plain := ratelimiter.NewClient(rdb, ratelimiter.WithMaxBatch(1))
-	hooked := ratelimiter.NewClient(rdb, ratelimiter.WithMaxBatch(1), countingHooks(&n))
-	_, err := plain.Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 1 << 40, Interval: time.Hour})
-	require.NoError(b, err)
-	hookbench.Alternate(b,
-		hookbench.Side{Name: "none", Call: call(plain)},
-		hookbench.Side{Name: "trivial", Call: call(hooked)})
-	require.Positive(b, n.Load(), "the hook saw the grants")
 }

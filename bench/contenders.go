@@ -19,6 +19,10 @@ type contender struct {
 	// open sets up the limiter called key with rate grants per interval and
 	// returns it. Keys are fresh: nothing of key exists yet.
 	open func(ctx context.Context, key string, rate int64, interval time.Duration) (limiter, error)
+	// blocking, when not nil, has callers concurrent callers block in
+	// acquire(1) on the limiter called key (opened before) until d has
+	// passed, and returns the grants.
+	blocking func(ctx context.Context, key string, callers int, d time.Duration) (int64, error)
 }
 
 // A limiter is one opened limiter of a contender.
@@ -77,6 +81,8 @@ func ours(name string, rdb *redis.Client, opts ...ratelimiter.Option) contender 
 			return nil, err
 		}
 		return goLimiter(func(ctx context.Context) (bool, error) { return l.TryAcquire(ctx, 1) }), nil
+	}, blocking: func(ctx context.Context, key string, callers int, d time.Duration) (int64, error) {
+		return acquireLoop(ctx, c.Limiter(key), callers, d)
 	}}
 }
 
@@ -97,9 +103,12 @@ func gcra(rdb *redis.Client) contender {
 	}}
 }
 
+// floorName is the floor's name in the tables.
+const floorName = "floor: one-command script"
+
 // floor is the one-command script: what any Lua limiter costs at least.
 func floor(rdb *redis.Client) contender {
-	c := classicContender("floor: one-command script", rdb, classic.floor)
+	c := classicContender(floorName, rdb, classic.floor)
 	c.noRule = true
 	return c
 }

@@ -18,7 +18,8 @@ type latencySample struct {
 func (b *bench) latency(ctx context.Context) ([][]latencySample, error) {
 	all := make([][]latencySample, len(b.cs))
 	for r := 0; r < b.plan.latencyRounds; r++ {
-		for i, c := range b.cs {
+		for _, i := range order(r, len(b.cs)) {
+			c := b.cs[i]
 			s, err := b.latencyRun(ctx, c)
 			if err != nil {
 				return nil, err
@@ -36,12 +37,22 @@ func (b *bench) latencyRun(ctx context.Context, c contender) (latencySample, err
 		return latencySample{}, err
 	}
 	defer b.drop(ctx, key)
-	if _, err := l.latency(ctx, 20); err != nil { // connections, script cache
-		return latencySample{}, fmt.Errorf("%s: %w", c.name, err)
-	}
-	ls, err := l.latency(ctx, b.plan.latencyCalls)
+	s, err := latencyOf(ctx, l, b.plan.latencyCalls)
 	if err != nil {
 		return latencySample{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	return s, nil
+}
+
+// latencyOf times n sequential calls of l after 20 untimed ones and
+// returns their p50, p99 and mean.
+func latencyOf(ctx context.Context, l limiter, n int) (latencySample, error) {
+	if _, err := l.latency(ctx, 20); err != nil { // connections, script cache
+		return latencySample{}, err
+	}
+	ls, err := l.latency(ctx, n)
+	if err != nil {
+		return latencySample{}, err
 	}
 	s := latencySample{mean: ls.mean}
 	if len(ls.each) > 0 {

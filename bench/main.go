@@ -3,8 +3,10 @@
 // (fixed window, sliding log, sliding window counter, token bucket, and a
 // one-command script as the floor), all against one redis-server in one
 // run. It prints markdown tables (throughput and Redis CPU per decision at
-// 1, 16 and 64 callers on a hot key, latency, memory, exactness) and
-// writes SVG charts.
+// 1, 16 and 64 callers on a hot key, latency, memory, exactness; and for
+// this library against Redisson: combining, blocked callers, the caller's
+// cost, replica acknowledgement, Redis time by window size, Redis
+// instructions under callgrind, composites) and writes SVG charts.
 //
 //	go run . [--quick] [--url redis://host:port] [--charts DIR]
 //
@@ -33,14 +35,17 @@ type options struct {
 	quick  bool   // quickPlan instead of fullPlan
 	charts string // directory for the SVG charts; empty: none
 	noJava bool   // leave Redisson out
-	out    io.Writer
-	log    io.Writer
+	// ownServer: the server at url is this run's alone (the tests'), so
+	// a throwaway replica may be attached to it for a while.
+	ownServer bool
+	out       io.Writer
+	log       io.Writer
 }
 
 func main() {
 	o := options{out: os.Stdout, log: os.Stderr}
 	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
-	flag.BoolVar(&o.quick, "quick", false, "run every contender briefly (about a minute) instead of the full run (about four)")
+	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (under a minute) instead of the full run (about four and a half)")
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.Parse()
@@ -57,7 +62,7 @@ func main() {
 // run measures every contender, prints the tables to o.out and writes the
 // charts.
 func run(ctx context.Context, o options) (*results, error) {
-	rdb, addr, stopRedis, err := connect(ctx, o.url, o.log)
+	rdb, addr, own, stopRedis, err := connect(ctx, o.url, o.log)
 	if err != nil {
 		return nil, err
 	}
@@ -96,16 +101,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		r.names = append(r.names, c.name)
 	}
 	b.progress("%s run: %d contenders on %s (%s)", p.name, len(b.cs), addr, r.env.redis)
-	if r.tp, err = b.throughput(ctx); err != nil {
-		return nil, err
-	}
-	if r.lat, err = b.latency(ctx); err != nil {
-		return nil, err
-	}
-	if r.mem, err = b.memory(ctx); err != nil {
-		return nil, err
-	}
-	if r.exact, err = b.exactness(ctx); err != nil {
+	if err := b.measure(ctx, r, measureOptions{java: peer != nil, addr: addr, ownServer: own || o.ownServer}); err != nil {
 		return nil, err
 	}
 	r.writeMarkdown(o.out)
@@ -121,30 +117,31 @@ func run(ctx context.Context, o options) (*results, error) {
 	return r, nil
 }
 
-// connect opens url, or starts a throwaway redis-server when url is empty.
-func connect(ctx context.Context, url string, log io.Writer) (*redis.Client, string, func(), error) {
+// connect opens url, or starts a throwaway redis-server when url is empty
+// (own is then true, unless REDIS_ADDR named an existing server).
+func connect(ctx context.Context, url string, log io.Writer) (rdb *redis.Client, addr string, own bool, stop func(), err error) {
 	var opts *redis.Options
-	stop := func() {}
+	stop = func() {}
 	if url != "" {
-		var err error
 		if opts, err = redis.ParseURL(url); err != nil {
-			return nil, "", nil, fmt.Errorf("--url: %w", err)
+			return nil, "", false, nil, fmt.Errorf("--url: %w", err)
 		}
 	} else {
 		srv, err := redisproc.Start(ctx)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", false, nil, err
 		}
 		fmt.Fprintf(log, "bench: started a throwaway redis-server on %s\n", srv.Addr())
 		opts = &redis.Options{Addr: srv.Addr()}
 		stop = func() { _ = srv.Close() }
+		own = srv.Pid() != 0
 	}
 	opts.PoolSize = 128 // 64 callers never wait for a connection
-	rdb := redis.NewClient(opts)
+	rdb = redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		stop()
-		return nil, "", nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+		return nil, "", false, nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
 	}
-	return rdb, opts.Addr, stop, nil
+	return rdb, opts.Addr, own, stop, nil
 }

@@ -22,9 +22,23 @@ type plan struct {
 	exactCallers  int
 	bursts        int // window boundaries the burst run hammers
 	steady        int // intervals of the steady overload run (the first is not counted)
+
+	blockedCallers int           // callers blocked in acquire(1) on one limiter
+	blockedRate    int64         // its rate per second
+	blockedRun     time.Duration // each contender's run per round (plan.rounds rounds)
+
+	multiRounds int // composite rounds, composite and separate calls alternated
+	multiCalls  int // decisions per side and round
+
+	instrFill  int // records in the granted path's window before counting
+	instrCalls int // calls counted per side and path
+
+	windowRecords []int // records in the window of the Redis-time-by-window runs
+	costRounds    int   // rounds of the window, caller's cost and replica runs
+	costCalls     int   // sequential calls per side and round in them
 }
 
-// fullPlan is `make bench`: about 4 minutes on a quiet 2-core machine.
+// fullPlan is `make bench`: about 4.5 minutes on a 2-core machine.
 var fullPlan = plan{
 	name:             "full",
 	rounds:           3,
@@ -41,6 +55,16 @@ var fullPlan = plan{
 	exactCallers:     16,
 	bursts:           3,
 	steady:           3,
+	blockedCallers:   100,
+	blockedRate:      50,
+	blockedRun:       2 * time.Second,
+	multiRounds:      9,
+	multiCalls:       1000,
+	instrFill:        2000,
+	instrCalls:       1000,
+	windowRecords:    []int{1_000, 100_000},
+	costRounds:       10,
+	costCalls:        1000,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -61,4 +85,14 @@ var quickPlan = plan{
 	exactCallers:     16,
 	bursts:           2,
 	steady:           3,
+	blockedCallers:   100,
+	blockedRate:      200,
+	blockedRun:       500 * time.Millisecond,
+	multiRounds:      1,
+	multiCalls:       50,
+	instrFill:        100,
+	instrCalls:       50,
+	windowRecords:    []int{100, 1_000},
+	costRounds:       2,
+	costCalls:        100,
 }

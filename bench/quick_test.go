@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // TestQuickRun runs `make bench-quick`'s measurements end to end against
@@ -20,7 +22,7 @@ func TestQuickRun(t *testing.T) {
 	defer cancel()
 	var out, log bytes.Buffer
 	dir := t.TempDir()
-	r, err := run(ctx, options{url: "redis://" + redisAddr, quick: true, charts: dir, out: &out, log: &log})
+	r, err := run(ctx, options{url: "redis://" + redisAddr, ownServer: true, quick: true, charts: dir, out: &out, log: &log})
 	require.NoError(t, err, "progress:\n%s", log.String())
 	t.Logf("progress:\n%s", log.String())
 	for _, s := range r.skipped {
@@ -35,11 +37,15 @@ func TestQuickRun(t *testing.T) {
 		want = append(want, redissonName)
 	}
 	require.ElementsMatch(t, want, r.names)
-	for _, section := range []string{"granted path", "refused path", "### Latency", "### Redis memory", "### Exactness"} {
-		require.Contains(t, md, section)
+	tables := []string{"granted path", "refused path", "### Latency", "### Redis memory", "### Exactness"}
+	for _, title := range append(tables, "### Combining", "### Blocked callers", "### The caller's cost",
+		"### Replica acknowledgement", "### Redis time by records", "### Redis instructions", "### Several limits") {
+		require.Contains(t, md, title)
 	}
 	for i, name := range r.names {
-		require.Equal(t, 5, strings.Count(md, "| "+name+" | "), "%s: one row in each of the five tables", name)
+		for _, title := range tables {
+			require.Equal(t, 1, strings.Count(section(md, title), "| "+name+" | "), "%s: one row in the table %q", name, title)
+		}
 		for _, p := range paths {
 			for _, callers := range r.plan.callers {
 				s := r.tp[p.name][callers][i]
@@ -68,6 +74,8 @@ func TestQuickRun(t *testing.T) {
 		require.Equal(t, keys[name], r.mem[i].keysPerLimiter, "%s: keys per idle limiter", name)
 	}
 
+	checkSections(t, r)
+
 	for _, f := range []string{"throughput-granted.svg", "throughput-refused.svg", "cpu-granted.svg", "cpu-refused.svg", "boundary-burst.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, err)
@@ -80,6 +88,66 @@ func TestQuickRun(t *testing.T) {
 			require.Contains(t, string(b), svgEscape(name), "%s: no line for %s", f, name)
 		}
 	}
+}
+
+// checkSections checks that the sections after the contenders' tables
+// measured what they name.
+func checkSections(t *testing.T, r *results) {
+	t.Helper()
+	wantBlocked := []string{"ratelimiter (default)", "ratelimiter WithMaxBatch(1)"}
+	if len(r.skipped) == 0 {
+		wantBlocked = append(wantBlocked, redissonName)
+	}
+	require.Equal(t, wantBlocked, r.blocked.names)
+	for i, ss := range r.blocked.samples {
+		require.Len(t, ss, r.plan.rounds)
+		require.Positive(t, ss[0].grants, r.blocked.names[i])
+		require.Positive(t, ss[0].scripts, r.blocked.names[i])
+	}
+	require.Len(t, r.multi, len(multiCases))
+	for i, ss := range r.multi {
+		require.Len(t, ss, r.plan.multiRounds)
+		require.Positive(t, ss[0].compRedis, multiCases[i].String())
+		require.Positive(t, ss[0].sepRedis, multiCases[i].String())
+	}
+	require.Len(t, r.window, len(r.plan.windowRecords)+1)
+	for i, us := range r.window {
+		require.Len(t, us, r.plan.costRounds)
+		require.Positive(t, us[0], r.windowNames[i])
+	}
+	require.Len(t, r.cost, 4)
+	for i, cs := range r.cost {
+		require.Positive(t, cs[0].allocs, r.costNames[i])
+	}
+	require.Empty(t, r.replica.skipped, "the test's server is the run's own: a replica is started")
+	for i, ls := range r.replica.samples {
+		require.Positive(t, ls[0].p50, r.replica.names[i])
+	}
+	if r.instr.skipped != "" {
+		require.False(t, redistest.Required(), "under CI valgrind is installed: %s", r.instr.skipped)
+		t.Logf("LEFT OUT: instructions: %s", r.instr.skipped)
+		return
+	}
+	require.Len(t, r.instr.counts, 2)
+	for _, c := range r.instr.counts {
+		require.Positive(t, c.Go, c.Path)
+		require.Positive(t, c.OneCommand, c.Path)
+		require.Equal(t, len(r.skipped) == 0, c.Redisson > 0, "%s: Redisson counted when it runs", c.Path)
+	}
+}
+
+// section returns the part of md from the heading that holds title to the
+// next heading.
+func section(md, title string) string {
+	i := strings.Index(md, title)
+	if i < 0 {
+		return ""
+	}
+	rest := md[i:]
+	if j := strings.Index(rest[1:], "### "); j >= 0 {
+		return rest[:j+1]
+	}
+	return rest
 }
 
 // svgEscape escapes what an SVG text element escapes in the names.

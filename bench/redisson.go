@@ -55,6 +55,9 @@ func redisson(j *javaPeer) contender {
 			return nil, err
 		}
 		return javaLimiter{p: j.p, key: key}, nil
+	}, blocking: func(ctx context.Context, key string, callers int, d time.Duration) (int64, error) {
+		o, err := javaLimiter{p: j.p, key: key}.load(ctx, callers, d, "acquire", false)
+		return o.grants, err
 	}}
 }
 
@@ -67,8 +70,15 @@ type javaLimiter struct {
 // grants with their times (milliseconds, read before each call), not its
 // decisions: those are counted from Redis's script calls by the caller.
 func (j javaLimiter) run(ctx context.Context, callers int, d time.Duration, stamps bool) (outcome, error) {
+	return j.load(ctx, callers, d, "try", stamps)
+}
+
+// load has the peer's threads call tryAcquire(1) ("try") or acquire(1)
+// ("acquire") for d; a thread blocked in acquire at d returns with its
+// next grant.
+func (j javaLimiter) load(ctx context.Context, callers int, d time.Duration, how string, stamps bool) (outcome, error) {
 	ms := max(d.Milliseconds(), 1)
-	ans, err := j.p.Do(ctx, "load", j.key, callers, ms, "try", 1)
+	ans, err := j.p.Do(ctx, "load", j.key, callers, ms, how, 1)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -19,6 +19,15 @@ type results struct {
 	lat     [][]latencySample
 	mem     []memorySample
 	exact   []exactSample
+
+	blocked     blockedResult
+	multi       [][]multiSample // by multiCases
+	instr       instructionResult
+	windowNames []string
+	window      [][]float64 // Redis µs per call, by side and round
+	costNames   []string
+	cost        [][]costSample
+	replica     replicaResult
 }
 
 // environment names what the numbers came from.
@@ -59,7 +68,8 @@ func cpuModel() string {
 func (r *results) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## Rate limiters side by side (%s run)\n\n", r.plan.name)
 	fmt.Fprintf(w, "%s. One redis-server on loopback, every contender in the same run; "+
-		"%d round(s), contenders alternated in each, medians; (x) is the ratio to %s in this run.\n\n",
+		"%d round(s), contenders alternated in each (every section: a new order in each round), medians; "+
+		"(x) is the ratio to %s in this run.\n\n",
 		r.env.caption(), r.plan.rounds, r.names[0])
 	for _, s := range r.skipped {
 		fmt.Fprintf(w, "Left out: %s\n\n", s)
@@ -67,7 +77,14 @@ func (r *results) writeMarkdown(w io.Writer) {
 	for _, p := range paths {
 		r.throughputTable(w, p)
 	}
+	r.combiningTable(w)
+	r.blockedTable(w)
 	r.latencyTable(w)
+	r.costTable(w)
+	r.replicaTable(w)
+	r.windowTable(w)
+	r.instructionTable(w)
+	r.multiTable(w)
 	r.memoryTable(w)
 	r.exactTable(w)
 }

@@ -47,7 +47,8 @@ func (b *bench) throughput(ctx context.Context) (throughputResult, error) {
 		for _, callers := range b.plan.callers {
 			all := make([][]sample, len(b.cs))
 			for r := 0; r < b.plan.rounds; r++ {
-				for i, c := range b.cs {
+				for _, i := range order(r, len(b.cs)) {
+					c := b.cs[i]
 					s, err := b.throughputRun(ctx, c, p, callers)
 					if err != nil {
 						return nil, err

@@ -5,14 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/hookbench"
-	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // BenchmarkOTelHook is the cost of recording one decision with the real
@@ -40,32 +37,6 @@ func BenchmarkOTelHook(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkAcquireOTel runs TryAcquire on a real Redis with no hook and
-// with the OTel hooks in alternating rounds and reports the difference
-// per call (hookbench.Alternate).
-//
-//	cd otel && go test -run '^$' -bench AcquireOTel -benchtime 20000x .
-func BenchmarkAcquireOTel(b *testing.B) {
-	ctx := context.Background()
-	rdb := newRedis(b)
-	name := redistest.Name(b)
-	s := newSDK(b)
-	call := func(c *ratelimiter.Client) func() error {
-		l := c.Limiter(name)
-		return func() error { _, err := l.TryAcquire(ctx, 1); return err }
-	}
-	plain := ratelimiter.NewClient(rdb, ratelimiter.WithMaxBatch(1))
-	hooked := ratelimiter.NewClient(rdb, ratelimiter.WithMaxBatch(1), ratelimiter.WithHooks(s.m.Hooks()))
-	_, err := plain.Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 1 << 40, Interval: time.Hour})
-	require.NoError(b, err)
-	hookbench.Alternate(b,
-		hookbench.Side{Name: "none", Call: call(plain)},
-		hookbench.Side{Name: "otel", Call: call(hooked)})
-	got := s.collect(b)
-	require.Positive(b, sumOf(b, got["ratelimiter.decisions {decision}"], map[string]string{
-		"ratelimiter.name": name, "ratelimiter.operation": "allow", "ratelimiter.outcome": "granted"}))
 }
 
 // BenchmarkSDKCounterAdd is the SDK's own cost of one counter Add with a

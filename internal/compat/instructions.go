@@ -1,0 +1,122 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
+)
+
+// Instructions is what Redis executes for one tryAcquire on one path, in
+// instructions per call as callgrind counts them (everything Redis does for
+// the call, its network handling included).
+type Instructions struct {
+	Path       string  // "granted" or "refused"
+	Records    int     // records in each limiter's window while counting
+	Redisson   float64 // Redisson's tryAcquire(1), through the peer
+	Go         float64 // this library's TryAcquire(ctx, 1), one caller
+	OneCommand float64 // a script that runs one EXISTS, for scale
+}
+
+// instructionPaths: an hour-long window, so nothing leaves it while
+// counting; granted holds fill records, refused is full at 10.
+var instructionPaths = []struct {
+	name    string
+	cfg     ratelimiter.Config
+	granted bool
+}{
+	{"granted", ratelimiter.Config{Rate: 1_000_000, Interval: time.Hour}, true},
+	{"refused", ratelimiter.Config{Rate: 10, Interval: time.Hour}, false},
+}
+
+// ScriptInstructions counts, on the server cg (whose client is rdb), the
+// instructions Redis executes per tryAcquire while Redisson (peer, on the
+// same server) and this library each make n calls on a limiter of their
+// own in the same state: granted (fill records in the window) and refused.
+// Limiter names start with prefix. peer may be nil: Redisson is then left
+// out (0). It fails when a call fails or does not take the path counted
+// (checked by the permits left afterwards).
+func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis.Client, peer *Peer, prefix string, fill, n int) ([]Instructions, error) {
+	g := ratelimiter.NewClient(rdb)
+	baseline := redis.NewScript(`return redis.call('EXISTS', KEYS[1])`)
+	var out []Instructions
+	for _, path := range instructionPaths {
+		records := min(fill, int(path.cfg.Rate))
+		names := map[string]string{"redisson": prefix + path.name + ".redisson", "go": prefix + path.name + ".go"}
+		calls := map[string]func(k int) error{
+			"redisson": func(k int) error { _, err := peer.Do(ctx, "bench", names["redisson"], k); return err },
+			"go": func(k int) error {
+				l := g.Limiter(names["go"])
+				for i := 0; i < k; i++ {
+					if _, err := l.TryAcquire(ctx, 1); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		}
+		sides := []string{"redisson", "go"}
+		if peer == nil {
+			sides = sides[1:]
+			delete(names, "redisson")
+		}
+		for _, who := range sides {
+			if _, err := g.Limiter(names[who]).TrySetRate(ctx, path.cfg); err != nil {
+				return nil, err
+			}
+			if err := calls[who](records); err != nil { // fill the window, warm the script cache
+				return nil, fmt.Errorf("%s: %w", who, err)
+			}
+		}
+		base, err := cg.Count(func() error {
+			for i := 0; i < n; i++ {
+				if err := baseline.Run(ctx, rdb, []string{prefix + "x"}).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		var java int64
+		if peer != nil {
+			if java, err = cg.Count(func() error { return calls["redisson"](n) }); err != nil {
+				return nil, err
+			}
+		}
+		ours, err := cg.Count(func() error { return calls["go"](n) })
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPath(ctx, g, names, path.cfg.Rate, records, n, path.granted); err != nil {
+			return nil, fmt.Errorf("%s path: %w", path.name, err)
+		}
+		per := func(v int64) float64 { return float64(v) / float64(n) }
+		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per(java), Go: per(ours), OneCommand: per(base)})
+	}
+	return out, nil
+}
+
+// checkPath fails unless each limiter has the permits left that its calls
+// leave when they took the path counted.
+func checkPath(ctx context.Context, g *ratelimiter.Client, names map[string]string, rate int64, records, n int, granted bool) error {
+	want := rate - int64(records)
+	if granted {
+		want -= int64(n)
+	}
+	for who, name := range names {
+		left, err := g.Limiter(name).AvailablePermits(ctx)
+		if err != nil {
+			return err
+		}
+		if left != want {
+			return fmt.Errorf("%s: %d permits left, want %d (the calls did not take the path counted)", who, left, want)
+		}
+	}
+	return nil
+}
