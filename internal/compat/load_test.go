@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
@@ -349,43 +347,4 @@ func TestWorstWindow(t *testing.T) {
 			t.Errorf("redistest.WorstWindow(%v) = %d, want %d", c.times, got, c.want)
 		}
 	}
-}
-
-func minMedian(x []float64) (float64, float64) {
-	y := append([]float64(nil), x...)
-	sort.Float64s(y)
-	return y[0], y[len(y)/2]
-}
-
-// evalStats sums calls and usec of EVAL and EVALSHA since the last CONFIG RESETSTAT.
-func evalStats(t *testing.T, ctx context.Context, c *redis.Client) (calls, usec int64) {
-	t.Helper()
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			k, val, _ := strings.Cut(kv, "=")
-			n, err := strconv.ParseInt(val, 10, 64)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "calls":
-				calls += n
-			case "usec":
-				usec += n
-			}
-		}
-	}
-	if calls == 0 {
-		t.Fatal(errors.New("no EVAL/EVALSHA in INFO commandstats"))
-	}
-	return calls, usec
 }
