@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
