@@ -61,9 +61,9 @@ func TestShareYields(t *testing.T) {
 	if !s.yields(10, delay) {
 		t.Error("did not yield holding 15 against 5 after a refusal")
 	}
-	s.others = 13 // ahead by 2, within rate/yieldMargin
+	s.others = 15 - s.rate/yieldMargin // ahead by the margin, not over it
 	if s.yields(10, delay) {
-		t.Error("yielded ahead by 2 of a rate of 20")
+		t.Errorf("yielded holding 15 against %d, within the margin %d", s.others, s.rate/yieldMargin)
 	}
 	s.others = 5
 	if s.yields(1000, delay) {

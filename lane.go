@@ -39,6 +39,9 @@ type lanes struct {
 	m      map[string]*lane
 	shares map[string]*share // who holds each window (fairness.go)
 	swept  int               // len(shares) after the last sweep
+	// followed is len(shares), read without mu so that a Client that
+	// follows no limiter skips the fairness bookkeeping on every call.
+	followed atomic.Int64
 }
 
 // get returns the lane of key, making it if needed. Call with mu held.
