@@ -64,7 +64,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // blocking acquire(1) on one 50/s limiter for 30 s, Redisson 4.7.0 and
 // 3.16.3: each side gets 30-70% of the steady-state grants, and together
 // at least 95% of the rate over the run (by record scores). Measured in
-// 20 s runs: Java 33-58% (4.7.0) and 40-55% (3.16.3) in 6 runs each, 1-3%
+// 20 s runs: Java 33-58% (4.7.0) and 40-55% (3.16.3) in 6 runs each, 0-7%
 // and 12-25% without yielding (README "Fairness in a mixed fleet"). The
 // band is wide because whichever side comes first takes most of an
 // interval's permits, and a run holds few intervals.
