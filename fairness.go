@@ -6,9 +6,10 @@ import (
 )
 
 // Fairness between clients (README, "Fairness in a mixed fleet").
-// Redisson's acquire retries on a timer that ticks every 100 ms by
-// default; a Go waiter wakes on its hint, a few ms after a permit frees,
-// and would take nearly every freed permit before a Java waiter looks.
+// Redisson 4.x's acquire retries on its timer, which ticks every 100 ms by
+// default (3.16 schedules the retry at the hint on Netty's event loop); a
+// Go waiter wakes on its hint, a few ms after a permit frees, and would
+// take nearly every freed permit before a Java waiter looks.
 // So a Client notes the permits its own grants hold in the window (one
 // mark per granting call: its clock reading and permits) and, from each
 // reply that says how many are left, what the other clients hold. While
