@@ -1,0 +1,155 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+)
+
+// fleetSpec is one run of TestFleetShares: Go Clients (each on its own
+// go-redis client, as separate pods), goroutines per Client, Java threads
+// (one JVM), permits per call on each side, the run's length, and how the
+// Go side waits: "lib" (Acquire), "jitterN" (Allow; when refused, sleep
+// the hint plus a uniform 0-N ms, no combining).
+type fleetSpec struct {
+	clients, perClient, javaThreads int
+	goN, javaN                      int64
+	dur                             time.Duration
+	strategy                        string // lib, jitterN (ms)
+}
+
+// fleetResult is the permits each side got from the third second of a
+// run (each side's own return times).
+type fleetResult struct{ java, goSide int64 }
+
+func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(max(1, r.java+r.goSide)) }
+
+func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
+	peer := peerFor(t, v)
+	name := limName(t, "fleet")
+	ctx := ctxT(t, s.dur+time.Minute)
+	setup := newGoClient(t, v).Limiter(name)
+	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: loadRate, Interval: loadInterval}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	deadline := start.Add(s.dur)
+	from := start.Add(2 * loadInterval).UnixMilli()
+	end := deadline.UnixMilli()
+	javaCh := make(chan []int64, 1)
+	go func() {
+		out, err := peer.Do(ctx, "load", name, s.javaThreads, s.dur.Milliseconds(), "acquire", s.javaN)
+		if err != nil {
+			t.Errorf("java: %v", err)
+			javaCh <- nil
+			return
+		}
+		f := strings.Fields(out)
+		ts := make([]int64, 0, len(f))
+		for _, x := range f[1:] {
+			n, _ := strconv.ParseInt(x, 10, 64)
+			ts = append(ts, n)
+		}
+		javaCh <- ts
+	}()
+	var mu sync.Mutex
+	var goTimes []int64
+	var wg sync.WaitGroup
+	jit := 0
+	if strings.HasPrefix(s.strategy, "jitter") {
+		jit, _ = strconv.Atoi(strings.TrimPrefix(s.strategy, "jitter"))
+	}
+	for k := 0; k < s.clients; k++ {
+		cl := ratelimiter.NewClient(rdb(t), ratelimiter.WithMemberFormat(formatFor(v)))
+		rl := cl.Limiter(name)
+		for g := 0; g < s.perClient; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
+				defer cancel()
+				var mine []int64
+				for time.Now().Before(deadline) {
+					if s.strategy == "lib" {
+						if err := rl.Acquire(wctx, s.goN); err != nil {
+							break
+						}
+					} else {
+						for {
+							res, err := rl.Allow(wctx, s.goN)
+							if err != nil {
+								return
+							}
+							if res.Granted {
+								break
+							}
+							d := res.RetryAfter
+							if jit > 0 {
+								d += time.Duration(rand.IntN(jit*1000)) * time.Microsecond
+							}
+							time.Sleep(d)
+						}
+					}
+					mine = append(mine, time.Now().UnixMilli())
+				}
+				mu.Lock()
+				goTimes = append(goTimes, mine...)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	jt := <-javaCh
+	var r fleetResult
+	for _, x := range jt {
+		if x >= from && x < end {
+			r.java += s.javaN
+		}
+	}
+	for _, x := range goTimes {
+		if x >= from && x < end {
+			r.goSide += s.goN
+		}
+	}
+	return r
+}
+
+// TestFleetShares measures Java's share of a 50/s limiter beside a Go
+// fleet of any shape, for the fairness work (docs/fairness-research.md).
+// It runs only with FLEET_EXPLORE set; it prints shares and asserts
+// nothing, like TestFairShareTable. Example:
+//
+//	FLEET_EXPLORE=1 FLEET_STRATS=lib,jitter50 FLEET_VERSIONS=4.7.0,3.16.3 \
+//	FLEET_SHAPES=1x4:4,4x1:4,2x2:4,8x1:8 FLEET_DUR=15s \
+//	go test ./internal/compat -run TestFleetShares -v -timeout 30m
+//
+// A shape KxG:T is K Clients of G goroutines beside T Java threads.
+func TestFleetShares(t *testing.T) {
+	if os.Getenv("FLEET_EXPLORE") == "" {
+		t.Skip("set FLEET_EXPLORE=1 to measure fleet shares (minutes)")
+	}
+	strategies := strings.Split(os.Getenv("FLEET_STRATS"), ",")
+	versions := strings.Split(os.Getenv("FLEET_VERSIONS"), ",")
+	shapes := strings.Split(os.Getenv("FLEET_SHAPES"), ",") // KxG:T
+	dur, _ := time.ParseDuration(os.Getenv("FLEET_DUR"))
+	for _, v := range versions {
+		for _, sh := range shapes {
+			var k, g, j int
+			fmt.Sscanf(sh, "%dx%d:%d", &k, &g, &j)
+			for _, st := range strategies {
+				t.Run(v+"/"+sh+"/"+st, func(t *testing.T) {
+					r := runFleet(t, v, fleetSpec{clients: k, perClient: g, javaThreads: j, goN: 1, javaN: 1, dur: dur, strategy: st})
+					t.Logf("FLEET %s %s %s java %d go %d share %.0f%%", v, sh, st, r.java, r.goSide, r.share())
+				})
+			}
+		}
+	}
+}
