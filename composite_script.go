@@ -19,6 +19,9 @@ func (a *Composite) decide(ctx context.Context, form string, ns []int64) batchRe
 // eval runs the script on every part's keys: one EVALSHA, with WAIT in
 // the same round trip on a client made with WithReplicaAck.
 func (a *Composite) eval(ctx context.Context, args ...any) (any, error) {
+	if err := a.c.permitted(ctx, a.parts[0].keyList, "acquire", needAcquireAll); err != nil {
+		return nil, a.c.result(err)
+	}
 	var v any
 	var err error
 	if ack, ok := a.c.replicaAck(); ok {

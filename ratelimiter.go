@@ -31,6 +31,7 @@ type Client struct {
 	refresh refresher  // cluster slot map reloads (topology.go)
 	hooks   Hooks      // WithHooks
 	skew    skewState  // clock measurements against Redis TIME (skew.go)
+	perm    permState  // the user's permissions (permissions.go)
 
 	maxBatch   int           // WithMaxBatch; 1: no combining
 	yieldDelay time.Duration // WithYieldDelay (fairness.go)
