@@ -26,8 +26,9 @@ type Result struct {
 	// permit records in the window expire to give back the permits asked
 	// for, the earliest moment a retry can succeed. It is a lower bound:
 	// other callers may take the permits first. It is at least 1 ms and
-	// at most the interval plus 3 ms (when a record is stamped in the
-	// future of this client's clock, a waiter checks again each interval).
+	// at most 2^53-1 ms (saturating at the longest time.Duration): a record
+	// stamped in the future of this client's clock is waited for until this
+	// clock sees it expire.
 	// Use it for a Retry-After header.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the oldest permit record in the window

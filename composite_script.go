@@ -93,7 +93,7 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 		if b < 0 || b >= int64(k) {
 			return nil, bad
 		}
-		g, left, hint := rest[3*i], rest[3*i+1], rest[3*i+2]
+		g, left, hint := rest[3*i], max(rest[3*i+1], 0), rest[3*i+2] // never below 0, as AvailablePermits
 		rate := parts[3*b]
 		res := Result{Granted: g == 1, Limit: rate, Interval: millis(parts[3*b+1]), Remaining: left, ResetAfter: millis(parts[3*b+2]), Part: int(b)}
 		switch {

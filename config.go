@@ -162,19 +162,19 @@ func parseConfig(h map[string]string, key string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: %s has no field %s", ErrNotInitialized, key, f)
 		}
 	}
-	field := func(name string, lo int64) (int64, error) {
+	field := func(name string, lo, hi int64) (int64, error) {
 		s, ok := h[name]
 		if !ok {
 			return 0, nil
 		}
-		if v, ok := decimal(s); ok && v >= lo {
+		if v, ok := decimal(s); ok && v >= lo && v <= hi {
 			return v, nil
 		}
-		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, 2^53-1]", ErrCorruptState, name, key, s, lo)
+		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, %d]", ErrCorruptState, name, key, s, lo, hi)
 	}
-	rate, e1 := field("rate", 1)
-	interval, e2 := field("interval", 1)
-	keep, e3 := field("keepAliveTime", 0)
+	rate, e1 := field("rate", 1, maxRate)
+	interval, e2 := field("interval", 1, maxFieldMs)
+	keep, e3 := field("keepAliveTime", 0, maxFieldMs)
 	if err := errors.Join(e1, e2, e3); err != nil {
 		return Config{}, err
 	}
@@ -207,6 +207,12 @@ func decimal(s string) (int64, bool) {
 
 // maxWholeMs is the longest Duration that is a whole number of ms.
 const maxWholeMs = time.Duration(math.MaxInt64) / time.Millisecond * time.Millisecond
+
+// maxFieldMs is the longest interval or keep-alive, in ms, that a config
+// hash may hold: the longest whole-ms time.Duration, so that Config()
+// reads back what the scripts use. The scripts refuse a longer one as
+// corrupt state too (MAXMS in lua/lib.lua, acquire.lua, acquire_all.lua).
+const maxFieldMs = int64(maxWholeMs / time.Millisecond)
 
 // msDuration turns ms into a Duration, saturating at maxWholeMs.
 func msDuration(ms int64) time.Duration {

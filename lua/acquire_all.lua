@@ -38,7 +38,7 @@
 -- acquire.lua (TestScriptsAgree in reliability_test.go feeds both, and
 -- lib.lua, the same states and expects the same budget).
 
-local MAX = 9007199254740991
+local MAX, MAXMS = 9007199254740991, 9223372036854 -- acquire.lua's
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 
 local function fail(code, p, msg)
@@ -50,11 +50,10 @@ end
 local function sum(list, p)
   local total = 0
   for i = 1, #list do
-    if #list[i] < 4 then
-      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
+    if #list[i] >= 4 then
+      local a, b, c, d = string.byte(list[i], -4, -1)
+      total = total + a + b * 256 + c * 65536 + d * 16777216
     end
-    local a, b, c, d = string.byte(list[i], -4, -1)
-    total = total + a + b * 256 + c * 65536 + d * 16777216
   end
   return total
 end
@@ -85,8 +84,8 @@ for p = 1, k do
   end
   local r, iv, kp = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
   local v = tonumber(stored or c[1])
-  if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAX or kp > MAX or v > MAX or v < -MAX then
-    fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
+  if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAXMS or kp > MAXMS or v > MAX or v < -MAX then
+    fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
   end
   if single and tonumber(ARGV[4]) > r then
     fail('RLEXCEED', p, 'Requested permits amount cannot exceed defined rate')
@@ -122,16 +121,13 @@ local function record(p, j)
   if not r then
     local at = nold[p] + j - 1
     r = redis.call('ZRANGE', pkey[p], at, at, 'WITHSCORES')
-    if r[1] and #r[1] < 4 then
-      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
-    end
     window[p][j] = r
   end
   return r
 end
 
 -- The ms until part p's records free need permits, as acquire.lua finds
--- it: at least 2, at most the interval plus 3.
+-- it: at least 2, at most 2^53-1.
 local function hint(p, need)
   local freed, at = 0, now
   for j = 1, HINT_WALK do
@@ -140,15 +136,18 @@ local function hint(p, need)
       at = now
       break
     end
-    local a, b, c, d = string.byte(r[1], -4, -1)
-    freed, at = freed + a + b * 256 + c * 65536 + d * 16777216, tonumber(r[2])
+    if #r[1] >= 4 then
+      local a, b, c, d = string.byte(r[1], -4, -1)
+      freed = freed + a + b * 256 + c * 65536 + d * 16777216
+    end
+    at = tonumber(r[2])
     if freed >= need then
       break
     end
   end
   local h = 3 + interval[p] - (now - at)
-  if h > interval[p] + 3 then
-    h = interval[p] + 3
+  if h > MAX then
+    h = MAX
   elseif h < 2 then
     h = 2
   end
