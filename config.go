@@ -73,12 +73,23 @@ func (c Config) Validate() error {
 // Redisson's trySetRate: each field is written only if absent. It returns
 // true when this call set the limiter up (and then puts the KeepAlive TTL
 // on its config), false when it was configured before.
+//
+// On a server whose maxmemory-policy may evict the limiter's keys (see
+// Eviction.Evicts; read with INFO every 10 s, when the user may run it),
+// a limiter that this call sets up while none of its state is left starts
+// with its window full: it grants nothing for one interval. The call
+// cannot tell a new limiter from one whose keys were all evicted, and a
+// re-created limiter that started empty would grant its rate again
+// (README, "Eviction"). State that is still there carries on.
 func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
-	set, err := r.eval(ctx, scriptTrySetRate, []string{r.keys.Config},
-		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds())
+	full := r.c.evicting(ctx, cfg.KeepAlive > 0)
+	held := min(cfg.Rate, MaxPermits)
+	set, err := r.eval(ctx, scriptTrySetRate, r.keyList,
+		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
+		flag(full), r.nowMillis(), newMember(r.c.format, uint32(held)), cfg.Rate-held)
 	return set == 1, err
 }
 

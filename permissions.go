@@ -35,10 +35,10 @@ var scriptProbe = redis.NewScript(luaProbe)
 var (
 	needAcquire    = []string{"hmget", "get", "zrangebyscore", "zrange", "zadd", "zremrangebyrank", "set", "decrby", "pexpire", "pttl"}
 	needAcquireAll = append(append([]string(nil), needAcquire...), "zscore")
-	needSettle     = []string{"hmget", "get", "zrangebyscore", "zremrangebyrank", "exists", "set", "pexpire", "pttl"}
+	needSettle     = []string{"hmget", "get", "zrangebyscore", "zremrangebyrank", "set", "pexpire", "pttl"}
 	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zscore", "zrem", "zadd")
 	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "zremrangebyscore", "set", "pttl"}
-	needTrySetRate = []string{"pexpire"}
+	needTrySetRate = []string{"pexpire", "exists", "zadd", "set", "pttl"}
 )
 
 // scriptNeeds names each script's operation and its needs, for eval.

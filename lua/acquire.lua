@@ -113,7 +113,7 @@ end
 -- shows in Redis's work per call.
 local strict, stop = ARGV[3] == '2', false
 local total, out, first, window = 0, nil, nil, nil
-local granted, h = false, 0
+local granted, h, lost = false, 0, 0
 if not single then
   out = {}
 end
@@ -126,12 +126,15 @@ for i = 4, #ARGV do
     end
     first = redis.call('ZRANGE', permitsKey, from, from, 'WITHSCORES')
   end
-  if value < n and total == 0 and not first[1] then
-    -- Nothing is outstanding, yet the value says the permits asked for are
-    -- gone (the set expired or was deleted apart from the value). Nothing
-    -- would ever give them back: start the window afresh. (lib.lua's
-    -- settle does so when the value is below 1, the same for one permit.)
-    value, changed = rate, true
+  if value < n and total == 0 and lost == 0 and not first[1] then
+    -- Nothing is outstanding, yet the value says permits are out: the
+    -- records are gone (evicted, or expired or deleted apart from the
+    -- value), and nothing would ever give those permits back. They were
+    -- granted within the last interval at most: a record stamped now
+    -- holds them (written below), so they come back an interval from now
+    -- and losing the records never grants more than the rate.
+    lost = rate - math.max(value, 0)
+    value, changed = rate - lost, true
   end
   granted, h = false, 0
   if n <= rate and value >= n and not stop then
@@ -187,6 +190,17 @@ end
 if total > 0 and redis.call('ZADD', permitsKey, 'NX', ARGV[1], member) == 0 then
   return -1
 end
+if lost > 0 then
+  -- The record of the lost permits: this call's prefix with the top bit of
+  -- its last byte flipped (a random byte, digit or float sign in every
+  -- member format), so that it never is this call's grant record.
+  local p = ARGV[2]
+  if single then
+    p = string.sub(p, 1, -5)
+  end
+  p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
+  redis.call('ZADD', permitsKey, ARGV[1], p .. struct.pack('<I', lost))
+end
 if #old > 0 then
   redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
 end
@@ -218,7 +232,7 @@ end
 local reset = 0
 if first[1] then
   reset = math.max(0, math.min(interval, interval - (now - tonumber(first[2]))))
-elseif total > 0 then
+elseif total > 0 or lost > 0 then
   reset = interval
 end
 return {rate, interval, reset, unpack(out)}

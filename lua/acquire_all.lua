@@ -63,6 +63,7 @@ local now = tonumber(ARGV[1])
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
 local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
 local value, changed, nold, minRate = {}, {}, {}, MAX
+local lost = {} -- per part: permits whose records are gone (acquire.lua)
 
 -- Read and settle every part (acquire.lua's first block, per part).
 for p = 1, k do
@@ -169,10 +170,12 @@ for i = 4, #ARGV do
   else
     local short = false
     for p = 1, k do
-      if value[p] < n and total == 0 and not record(p, 1)[1] then
-        -- Nothing outstanding in this part, yet its value says the
-        -- permits are gone: start its window afresh (as acquire.lua).
-        value[p], changed[p] = rate[p], true
+      if value[p] < n and total == 0 and not lost[p] and not record(p, 1)[1] then
+        -- Nothing outstanding in this part, yet its value says permits are
+        -- out: its records are gone. A record stamped now holds them (as
+        -- acquire.lua), so that they come back an interval from now.
+        lost[p] = rate[p] - math.max(value[p], 0)
+        value[p], changed[p] = rate[p] - lost[p], true
       end
       short = short or value[p] < n
     end
@@ -232,6 +235,15 @@ if total > 0 then
   end
 end
 for p = 1, k do
+  if lost[p] and lost[p] > 0 then
+    -- acquire.lua's record of the lost permits.
+    local pre = ARGV[2]
+    if single then
+      pre = string.sub(pre, 1, -5)
+    end
+    pre = string.sub(pre, 1, -2) .. string.char((string.byte(pre, -1) + 128) % 256)
+    redis.call('ZADD', pkey[p], ARGV[1], pre .. struct.pack('<I', lost[p]))
+  end
   if nold[p] > 0 then
     redis.call('ZREMRANGEBYRANK', pkey[p], 0, nold[p] - 1)
   end
@@ -264,7 +276,7 @@ for p = 1, k do
   local first, reset = record(p, 1), 0
   if first[1] then
     reset = math.max(0, math.min(interval[p], interval[p] - (now - tonumber(first[2]))))
-  elseif total > 0 then
+  elseif total > 0 or (lost[p] or 0) > 0 then
     reset = interval[p]
   end
   parts[#parts + 1], parts[#parts + 2], parts[#parts + 3] = rate[p], interval[p], reset

@@ -117,14 +117,9 @@ local function settle(valueKey, permitsKey, now, interval, rate)
   if #old > 0 then
     redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
   end
-  if value < 1 and redis.call('EXISTS', permitsKey) == 0 then
-    -- Nothing is outstanding, yet the value says the permits are gone (the
-    -- set expired or was deleted apart from the value): nothing would ever
-    -- give them back, so the window starts afresh. acquire.lua does the
-    -- same when a request finds fewer permits than it asks for.
-    value = rate
-    changed = true
-  end
+  -- When the records are gone while the value says permits are out (an
+  -- evicting policy), the value stands: the next refused acquisition
+  -- writes a record that gives them back an interval later (acquire.lua).
   return value, changed
 end
 
