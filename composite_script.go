@@ -25,9 +25,9 @@ func (a *Composite) eval(ctx context.Context, args ...any) (any, error) {
 	var v any
 	var err error
 	if ack, ok := a.c.replicaAck(); ok {
-		v, err = a.parts[0].evalAck(ctx, scriptAcquireAll, ack, a.keys, args...)
+		v, err = a.parts[0].evalAck(ctx, a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts), ack, a.keys, args...)
 	} else {
-		v, err = scriptAcquireAll.Run(ctx, a.c.rdb, a.keys, args...).Result()
+		v, err = a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts).Run(ctx, a.c.rdb, a.keys, args...).Result()
 	}
 	return v, a.scriptError(err)
 }

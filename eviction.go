@@ -5,8 +5,10 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Eviction is what a Redis server says of its eviction (INFO memory and
@@ -82,32 +84,69 @@ func parseEviction(info string) Eviction {
 }
 
 // evictionRecheck is how long a Client trusts what it read of the
-// server's eviction policy.
+// server's eviction policy before it reads it again, in the background.
 const evictionRecheck = 10 * time.Second
 
 // evictionState caches a Client's last read of the eviction policy.
 type evictionState struct {
-	mu   sync.Mutex
-	last Eviction
-	ok   bool // last was read
-	at   time.Time
+	cur        atomic.Pointer[evictionRead]
+	refreshing atomic.Bool
+}
+
+type evictionRead struct {
+	e  Eviction
+	ok bool // e was read; false when INFO failed (not allowed, for example)
+	at time.Time
+}
+
+// eviction returns the last read of the server's eviction policy. The
+// first call reads it (one INFO); a read older than evictionRecheck is
+// renewed in the background, so later calls cost a clock reading.
+func (c *Client) eviction(ctx context.Context) evictionRead {
+	r := c.evict.cur.Load()
+	if r == nil {
+		return c.readEvictionNow(ctx)
+	}
+	if time.Since(r.at) >= evictionRecheck && c.evict.refreshing.CompareAndSwap(false, true) {
+		go func() {
+			defer c.evict.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+			defer cancel()
+			c.readEvictionNow(ctx)
+		}()
+	}
+	return *r
+}
+
+func (c *Client) readEvictionNow(ctx context.Context) evictionRead {
+	e, err := c.readEviction(ctx) // an ACL refusal here is no news for permissions.go
+	r := &evictionRead{e: e, ok: err == nil, at: time.Now()}
+	if err != nil && ctx.Err() != nil {
+		return *r // the caller gave up: read again next time
+	}
+	c.evict.cur.Store(r)
+	return *r
 }
 
 // evicting reports whether the server may evict the keys of a limiter
-// (withTTL: they carry a TTL), reading the policy at most every
-// evictionRecheck. When INFO fails (not allowed, for example) it reports
-// false: the limiter is then created as Redisson creates it.
+// (withTTL: they carry a TTL). When INFO fails it reports false: the
+// limiter then works as Redisson's does.
 func (c *Client) evicting(ctx context.Context, withTTL bool) bool {
-	c.evict.mu.Lock()
-	e, ok, at := c.evict.last, c.evict.ok, c.evict.at
-	c.evict.mu.Unlock()
-	if at.IsZero() || time.Since(at) >= evictionRecheck {
-		var err error
-		e, err = c.readEviction(ctx) // an ACL refusal here is no news for permissions.go
-		ok = err == nil
-		c.evict.mu.Lock()
-		c.evict.last, c.evict.ok, c.evict.at = e, ok, time.Now()
-		c.evict.mu.Unlock()
+	r := c.eviction(ctx)
+	return r.ok && r.e.Evicts(withTTL)
+}
+
+// acquireScript returns base, or the copy of it among variants
+// ([0] allkeys-*, [1] volatile-*) for the server's eviction policy.
+func (c *Client) acquireScript(ctx context.Context, base *redis.Script, variants [2]*redis.Script) *redis.Script {
+	r := c.eviction(ctx)
+	switch {
+	case !r.ok || r.e.MaxMemory == 0:
+		return base
+	case strings.HasPrefix(r.e.Policy, "allkeys-"):
+		return variants[0]
+	case strings.HasPrefix(r.e.Policy, "volatile-"):
+		return variants[1]
 	}
-	return ok && e.Evicts(withTTL)
+	return base
 }

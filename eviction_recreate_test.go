@@ -24,9 +24,10 @@ import (
 //
 //	go test -run TestEvictionRecreate -v .
 //
-// and asserts the safe rows (noeviction; volatile-lru without keep-alive)
-// and that no row lets more than twice the rate through in a window: with
-// re-creation, what is still there after an eviction carries on.
+// and asserts the safe rows (noeviction; volatile-lru without keep-alive).
+// The other rows are measurements: a limiter whose config stays while its
+// value and records are both evicted starts afresh (nothing in Redis tells
+// it from a limiter never used), which is where their over-grant comes from.
 func TestEvictionRecreate(t *testing.T) {
 	redistest.SkipIfShort(t, "the eviction measurement")
 	const rate, interval = 50, time.Second
@@ -46,21 +47,21 @@ func TestEvictionRecreate(t *testing.T) {
 	var report []string
 	for _, r := range rows {
 		res := recreateRun(t, r.policy, r.keepAlive, rate, interval)
-		line := fmt.Sprintf("| `%s` | %v | %d | %.2fx | %d | %d | %d | %d |", r.policy, r.keepAlive, res.grants,
-			float64(res.worst)/rate, res.evicted, res.recreated, res.errs, res.warned)
+		line := fmt.Sprintf("| `%s` | %v | %d | %.2fx | %d | %d | %d |", r.policy, r.keepAlive, res.grants,
+			float64(res.worst)/rate, res.evicted, res.recreated, res.errs)
 		report = append(report, line)
 		if r.safe {
 			require.LessOrEqual(t, res.worst, rate, line)
 		}
 	}
 	t.Logf("EVICTION WITH RE-CREATION, rate %d per %v, 3 s of over-demand:\n"+
-		"| policy | keep-alive | grants | worst window / rate | keys evicted | re-creations | failed calls | eviction reported |\n"+
-		"|---|---|---|---|---|---|---|---|\n%s", rate, interval, strings.Join(report, "\n"))
+		"| policy | keep-alive | grants | worst window / rate | keys evicted | re-creations | failed calls |\n"+
+		"|---|---|---|---|---|---|---|\n%s", rate, interval, strings.Join(report, "\n"))
 }
 
 type recreateResult struct {
-	worst, grants, errs, recreated, warned int
-	evicted                                int64
+	worst, grants, errs, recreated int
+	evicted                        int64
 }
 
 // recreateRun is evictionRun with re-creation: 8 goroutines take permits
@@ -79,7 +80,7 @@ func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int,
 	require.NoError(t, err)
 
 	var res recreateResult
-	var recreated, warned atomic.Int64
+	var recreated atomic.Int64
 	end := time.Now().Add(3 * time.Second)
 	fillerDone := make(chan struct{})
 	go func() {
@@ -96,9 +97,6 @@ func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int,
 				recreated.Add(1)
 			}
 		}
-		if false && err != nil {
-			warned.Add(1)
-		}
 		return ok, err
 	})
 	<-fillerDone
@@ -107,6 +105,6 @@ func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int,
 	if i := strings.Index(info, "evicted_keys:"); i >= 0 {
 		fmt.Sscan(info[i+len("evicted_keys:"):], &res.evicted)
 	}
-	res.worst, res.grants, res.errs, res.recreated, res.warned = worst, len(times), errs, int(recreated.Load()), int(warned.Load())
+	res.worst, res.grants, res.errs, res.recreated = worst, len(times), errs, int(recreated.Load())
 	return res
 }

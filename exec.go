@@ -35,9 +35,9 @@ func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 	var v any
 	var err error
 	if ack, ok := r.c.replicaAck(); ok {
-		v, err = r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)
+		v, err = r.evalAck(ctx, r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts), ack, r.keyList, args...)
 	} else {
-		v, err = scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Result()
+		v, err = r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts).Run(ctx, r.c.rdb, r.keyList, args...).Result()
 	}
 	return v, r.c.result(err) // each caller's Decision names its own limiter
 }

@@ -38,6 +38,10 @@ local MAX, MAXMS = 9007199254740991, 9223372036854
 -- released per call, records read to recount a window, records read for a
 -- wait hint.
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
+-- Whether the server may evict the limiter's keys: false, 'allkeys' or
+-- 'volatile' (keys with a TTL only). Go sends a copy with it set when
+-- INFO says so (eviction.go); the script text differs, not its arguments.
+local EVICTS = false
 
 -- mirrors lib.lua: limiter() and the first half of settle()
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
@@ -80,7 +84,7 @@ for i = 1, #old do
     released = released + a + b * 256 + c * 65536 + d * 16777216
   end
 end
-local changed = not stored
+local changed, lost = not stored, 0
 if not stored or value + released > rate then
   -- The value key is gone while records remain (an evicting policy), or
   -- permits came back that the records still hold (a Redisson release or
@@ -96,6 +100,14 @@ if not stored or value + released > rate then
   if #live > RECOUNT_MAX then
     -- Too many to count in one call: grant nothing until records expire.
     value = 0
+  elseif not stored and #live == 0 and #old == 0 and (EVICTS == 'allkeys' or (EVICTS == 'volatile' and keep > 0)) then
+    -- No value and no records while the config stays, on a server that
+    -- may evict them: they may have been evicted with permits out, and
+    -- nothing tells this from a limiter never used. The window starts
+    -- full (a record of the rate, written below), so eviction never
+    -- grants more than the rate.
+    lost = math.min(rate, 4294967295) -- a record holds 32 bits
+    value = rate - lost
   else
     value = rate - used
   end
@@ -113,7 +125,7 @@ end
 -- shows in Redis's work per call.
 local strict, stop = ARGV[3] == '2', false
 local total, out, first, window = 0, nil, nil, nil
-local granted, h, lost = false, 0, 0
+local granted, h = false, 0
 if not single then
   out = {}
 end
@@ -133,7 +145,7 @@ for i = 4, #ARGV do
     -- granted within the last interval at most: a record stamped now
     -- holds them (written below), so they come back an interval from now
     -- and losing the records never grants more than the rate.
-    lost = rate - math.max(value, 0)
+    lost = math.min(rate - math.max(value, 0), 4294967295) -- a record holds 32 bits
     value, changed = rate - lost, true
   end
   granted, h = false, 0

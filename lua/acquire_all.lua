@@ -40,6 +40,7 @@
 
 local MAX, MAXMS = 9007199254740991, 9223372036854 -- acquire.lua's
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
+local EVICTS = false -- as in acquire.lua
 
 local function fail(code, p, msg)
   error({err = code .. ' ' .. p .. ' ' .. msg})
@@ -102,6 +103,9 @@ for p = 1, k do
     local used = sum(live, p)
     if #live > RECOUNT_MAX then
       v = 0
+    elseif not stored and #live == 0 and #old == 0 and (EVICTS == 'allkeys' or (EVICTS == 'volatile' and kp > 0)) then
+      lost[p] = math.min(r, 4294967295) -- as in acquire.lua: the window starts full
+      v = r - lost[p]
     else
       v = r - used
     end
@@ -174,7 +178,7 @@ for i = 4, #ARGV do
         -- Nothing outstanding in this part, yet its value says permits are
         -- out: its records are gone. A record stamped now holds them (as
         -- acquire.lua), so that they come back an interval from now.
-        lost[p] = rate[p] - math.max(value[p], 0)
+        lost[p] = math.min(rate[p] - math.max(value[p], 0), 4294967295)
         value[p], changed[p] = rate[p] - lost[p], true
       end
       short = short or value[p] < n
