@@ -29,15 +29,15 @@ var scriptProbe = redis.NewScript(luaProbe)
 // The commands each script may call after its first write, or that
 // lua/probe.lua checks for it. A command the script calls only as its
 // first write, or before any write, needs no check: a refusal there leaves
-// everything as it was (trysetrate.lua's HSETNX, setrate.lua's DEL,
-// expire.lua's one command). permissions_test.go checks these lists
+// everything as it was (trysetrate.lua's HSETNX, expire.lua's one
+// command). permissions_test.go checks these lists
 // against the Lua files and probe.lua.
 var (
 	needAcquire    = []string{"hmget", "get", "zrangebyscore", "zrange", "zadd", "zremrangebyrank", "set", "decrby", "pexpire", "pttl"}
 	needAcquireAll = append(append([]string(nil), needAcquire...), "zscore")
 	needSettle     = []string{"hmget", "get", "zrangebyscore", "zremrangebyrank", "set", "pexpire", "pttl"}
 	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zscore", "zrem", "zadd")
-	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "zremrangebyscore", "set", "pttl"}
+	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "del", "zremrangebyscore", "set", "pttl"}
 	needTrySetRate = []string{"pexpire", "exists", "zadd", "set", "pttl"}
 )
 

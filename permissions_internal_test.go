@@ -24,7 +24,8 @@ func luaCommands(src string) []string {
 // checks.
 func TestPermissionNeedsMatchScripts(t *testing.T) {
 	var probed []string
-	for _, m := range regexp.MustCompile(`\{'([A-Z]+)'`).FindAllStringSubmatch(luaProbe, -1) {
+	for _, m := range regexp.MustCompile(`\{'([A-Z]+)'|acl_check_cmd\('([A-Z]+)'`).FindAllStringSubmatch(luaProbe, -1) {
+		m[1] += m[2]
 		probed = append(probed, strings.ToLower(m[1]))
 	}
 	for _, tc := range []struct {
@@ -38,7 +39,7 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		{"available.lua", luaLib + luaAvailable, needSettle, nil},
 		{"release.lua", luaLib + luaRelease, needRelease, nil},
 		// setrate.lua uses lib.lua's refresh (PEXPIRE, PTTL), no other lib command.
-		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, []string{"del"}},
+		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, nil},
 		// trysetrate.lua uses lib.lua's refresh (PEXPIRE, PTTL).
 		{"trysetrate.lua", luaTrySetRate + " redis.call('PTTL'", needTrySetRate, []string{"hsetnx"}},
 	} {

@@ -33,19 +33,16 @@ if keepState then
   end
 end
 
--- DEL, when it runs, is the first write: Go checks the user's permissions
--- for the commands after it (permissions.go), not for DEL, whose refusal
--- here leaves everything as it was.
-if modeChanged then
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-elseif not keepState then
-  redis.call('DEL', valueKey, permitsKey)
-end
 redis.call('HSET', KEYS[1], 'rate', rate, 'interval', interval, 'type', mode, 'keepAliveTime', keep)
 if keep > 0 then
   redis.call('PEXPIRE', KEYS[1], keep)
 end
-if modeChanged or not keepState then
+if modeChanged then
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  return 1
+end
+if not keepState then
+  redis.call('DEL', valueKey, permitsKey)
   return 1
 end
 redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
