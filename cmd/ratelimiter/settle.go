@@ -69,11 +69,8 @@ func settled(rate int64, value *int64, recs []record, cutoff int64) (int64, erro
 	case len(old) > 0:
 		v += released
 	}
-	if v < 1 && len(old) == len(recs) {
-		// Nothing is outstanding, yet nothing is left: the window starts
-		// afresh.
-		v = rate
-	}
+	// Records gone while the value says permits are out: the value stands
+	// (lua/lib.lua; the next refused acquisition writes a record of them).
 	return max(0, v), nil
 }
 
