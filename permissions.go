@@ -129,3 +129,39 @@ func (c *Client) forgetPermissions() {
 	c.perm.at = time.Time{}
 	c.perm.mu.Unlock()
 }
+
+// MissingPermissions probes, now and without using what the Client
+// cached, which commands the Redis user may not run on this limiter's
+// keys, and returns them per operation that needs them after its first
+// write ("Release", "TrySetRate", "acquire" for Allow, TryAcquire and the
+// waits, "composite", ...); an empty map means every operation may run.
+// It fails with the Redis error when the probe script itself is refused
+// (no EVAL, or keys the user may not touch).
+func (r *Limiter) MissingPermissions(ctx context.Context) (map[string][]string, error) {
+	if err := r.check(nil); err != nil {
+		return nil, err
+	}
+	names, err := bounded(ctx, func() ([]string, error) {
+		return scriptProbe.Run(ctx, r.c.rdb, r.keyList).StringSlice()
+	})
+	if err != nil {
+		return nil, r.wrap(scriptError(err))
+	}
+	denied := map[string]bool{}
+	for _, n := range names {
+		denied[n] = true
+	}
+	out := map[string][]string{}
+	ops := map[string][]string{"acquire": needAcquire, "composite": needAcquireAll}
+	for _, need := range scriptNeeds {
+		ops[need.op] = need.cmds
+	}
+	for op, cmds := range ops {
+		for _, c := range cmds {
+			if denied[c] {
+				out[op] = append(out[op], c)
+			}
+		}
+	}
+	return out, nil
+}
