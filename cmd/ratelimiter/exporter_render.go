@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/goredisson/ratelimiter"
 )
@@ -32,21 +34,33 @@ func render(c collection, st *exporterStats) []byte {
 	return e.bytes()
 }
 
+// nameLabels labels a series with a name that may hold any bytes, one to
+// one: valid UTF-8 as it is; anything else Go-quoted, with a second label
+// <key>_quoted="1" so that it cannot meet a valid name that reads like
+// the quoted form. (The format wants UTF-8: replacing the bad bytes by
+// U+FFFD made two names one series.)
+func nameLabels(key, s string) []label {
+	if utf8.ValidString(s) {
+		return []label{{key, s}}
+	}
+	return []label{{key, strconv.Quote(s)}, {key + "_quoted", "1"}}
+}
+
 func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
-	lim := label{"limiter", l.name}
-	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), lim)
-	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), lim)
-	e.gauge("ratelimiter_info", "1 for every limiter; mode is overall or per-client.", 1, lim, label{"mode", l.cfg.Mode.String()})
+	names := nameLabels("limiter", l.name)
+	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), names...)
+	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), names...)
+	e.gauge("ratelimiter_info", "1 for every limiter; mode is overall or per-client.", 1, append(names, label{"mode", l.cfg.Mode.String()})...)
 	if l.ttl >= 0 {
-		e.gauge("ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.", l.ttl.Seconds(), lim)
+		e.gauge("ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.", l.ttl.Seconds(), names...)
 	}
 	if l.cfg.Mode == ratelimiter.PerClient {
-		e.gauge("ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).", float64(l.clientsFound), lim)
+		e.gauge("ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).", float64(l.clientsFound), names...)
 	}
 	for _, b := range l.budgets {
-		labels := []label{lim}
+		labels := names
 		if b.client != "" {
-			labels = append(labels, label{"client", b.client})
+			labels = append(append([]label(nil), names...), nameLabels("client", b.client)...)
 		}
 		if b.available != nil {
 			e.gauge("ratelimiter_available_permits", "Permits an acquisition would find now (by Redis's clock); absent for a state the scripts refuse.", float64(*b.available), labels...)
