@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Eviction is what a Redis server says of its eviction (INFO memory and
-// INFO stats).
+// Eviction is what a Redis server says of its eviction (INFO's memory and
+// stats sections).
 type Eviction struct {
 	// Policy is maxmemory-policy, for example "noeviction" or "allkeys-lru".
 	Policy string
@@ -54,7 +54,8 @@ func (c *Client) Eviction(ctx context.Context) (Eviction, error) {
 
 func (c *Client) readEviction(ctx context.Context) (Eviction, error) {
 	info, err := bounded(ctx, func() (string, error) {
-		return c.rdb.Info(ctx, "memory", "stats").Result()
+		// Plain INFO: Redis 6.2 refuses several sections in one call.
+		return c.rdb.Info(ctx).Result()
 	})
 	if err != nil {
 		return Eviction{}, err

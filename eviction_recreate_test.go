@@ -108,3 +108,23 @@ func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int,
 	res.worst, res.grants, res.errs, res.recreated = worst, len(times), errs, int(recreated.Load())
 	return res
 }
+
+// TestEvictionReadsPolicy: Client.Eviction reads maxmemory-policy,
+// maxmemory and evicted_keys, and Evicts says which limiters' keys the
+// policy can evict.
+func TestEvictionReadsPolicy(t *testing.T) {
+	ctx := context.Background()
+	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "10mb", "--maxmemory-policy", "volatile-lru")
+	require.NoError(t, err)
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	e, err := ratelimiter.NewClient(rdb).Eviction(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ratelimiter.Eviction{Policy: "volatile-lru", MaxMemory: 10 << 20}, e)
+	require.False(t, e.Evicts(false), "keys without a TTL")
+	require.True(t, e.Evicts(true), "keys with a TTL")
+	e, err = ratelimiter.NewClient(newRedis(t)).Eviction(ctx)
+	require.NoError(t, err)
+	require.False(t, e.Evicts(true), "no maxmemory: %+v", e)
+}
