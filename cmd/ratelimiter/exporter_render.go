@@ -17,6 +17,7 @@ type collection struct {
 	truncated bool          // a SCAN or limiter bound was hit
 	elapsed   time.Duration // seconds since the previous collection, by Redis's clock; 0 on the first
 	took      time.Duration
+	eviction  *ratelimiter.Eviction // nil: INFO failed (not allowed, for example)
 }
 
 // render writes a collection, the exporter's own state included.
@@ -24,6 +25,17 @@ func render(c collection, st *exporterStats) []byte {
 	e := newExposition()
 	for _, l := range c.limiters {
 		renderLimiter(e, l, c.elapsed)
+	}
+	if ev := c.eviction; ev != nil {
+		risk := 0.0
+		switch {
+		case ev.Evicts(false):
+			risk = 2
+		case ev.Evicts(true):
+			risk = 1
+		}
+		e.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (README, Eviction).", risk, label{"policy", ev.Policy})
+		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
 	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
 	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients are missing.", b2f(c.truncated))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +55,22 @@ func TestLabelsUniqueForAnyBytes(t *testing.T) {
 		seen[s] = true
 		require.True(t, utf8.ValidString(s), s)
 	}
+}
+
+// The exporter says when the server's policy can evict limiter keys.
+func TestExporterEvictionRisk(t *testing.T) {
+	for _, tc := range []struct {
+		ev   ratelimiter.Eviction
+		risk string
+	}{
+		{ratelimiter.Eviction{Policy: "allkeys-lru", MaxMemory: 1, EvictedKeys: 7}, "2"},
+		{ratelimiter.Eviction{Policy: "volatile-ttl", MaxMemory: 1}, "1"},
+		{ratelimiter.Eviction{Policy: "allkeys-lru"}, "0"}, // no maxmemory
+		{ratelimiter.Eviction{Policy: "noeviction", MaxMemory: 1}, "0"},
+	} {
+		out := string(render(collection{eviction: &tc.ev}, &exporterStats{}))
+		require.Contains(t, out, `ratelimiter_redis_eviction_risk{policy="`+tc.ev.Policy+`"} `+tc.risk+"\n")
+		require.Contains(t, out, "ratelimiter_redis_evicted_keys_total "+strconv.FormatInt(tc.ev.EvictedKeys, 10)+"\n")
+	}
+	require.NotContains(t, string(render(collection{}, &exporterStats{})), "eviction_risk", "INFO failed: no figure")
 }
