@@ -128,3 +128,42 @@ func TestEvictionReadsPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, e.Evicts(true), "no maxmemory: %+v", e)
 }
+
+// TestEvictingServerStartsFull: on a server whose policy may evict limiter
+// keys, a limiter with a config and no state (its value and records
+// evicted, or never used) starts with its window full, for a Limiter and
+// a composite alike, and TrySetRate sets a limiter up the same way; one
+// interval later the whole rate is there.
+func TestEvictingServerStartsFull(t *testing.T) {
+	ctx := context.Background()
+	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
+	require.NoError(t, err)
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	for _, how := range []string{"config only", "TrySetRate", "composite"} {
+		clock := newFakeClock()
+		c := ratelimiter.NewClient(rdb, clock.option())
+		l := c.Limiter(uniqueName(t) + how)
+		take := l.Allow
+		if how == "TrySetRate" {
+			ok, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 5, Interval: time.Second})
+			require.NoError(t, err)
+			require.True(t, ok)
+		} else {
+			require.NoError(t, rdb.HSet(ctx, l.Keys().Config, "rate", 5, "interval", 1000, "type", 0).Err())
+		}
+		if how == "composite" {
+			take = c.All(l.Name()).Allow
+		}
+		res, err := take(ctx, 1)
+		require.NoError(t, err)
+		require.False(t, res.Granted, how)
+		require.Equal(t, time.Second+3*time.Millisecond, res.RetryAfter, how)
+		require.Equal(t, int64(5), recordPermits(t, rdb, l.Keys().Permits), how)
+		clock.Advance(time.Second + 3*time.Millisecond)
+		res, err = take(ctx, 5)
+		require.NoError(t, err)
+		require.True(t, res.Granted, how)
+	}
+}
