@@ -2,6 +2,8 @@ package ratelimiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -24,8 +26,9 @@ type Result struct {
 	// permit records in the window expire to give back the permits asked
 	// for, the earliest moment a retry can succeed. It is a lower bound:
 	// other callers may take the permits first. It is at least 1 ms and
-	// at most the interval plus 3 ms (when a record is stamped in the
-	// future of this client's clock, a waiter checks again each interval).
+	// at most 2^53-1 ms (saturating at the longest time.Duration): a record
+	// stamped in the future of this client's clock is waited for until this
+	// clock sees it expire.
 	// Use it for a Retry-After header.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the oldest permit record in the window
@@ -104,8 +107,11 @@ func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // from Redis shows that the permits cannot come within timeout. When ctx
 // has an earlier deadline that the wait would pass, it returns an error
 // wrapping context.DeadlineExceeded at once; when ctx is done while
-// waiting, ctx.Err(). A timeout of 0 tries once. Other errors are those of
-// Allow.
+// waiting, ctx.Err(). When Redis has not answered by the timeout plus
+// 25 ms (a stalled or unreachable server, a slow dial), it returns false
+// and an error wrapping context.DeadlineExceeded; permits the abandoned
+// call may have taken are given back when its reply comes. A timeout of
+// 0 tries once. Other errors are those of Allow.
 func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
 	if timeout < 0 {
 		return false, r.decided(Decision{Limiter: r.name, Op: OpTryAcquireTimeout, Permits: n},
@@ -134,17 +140,49 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	var ok bool
 	var err error
 	if err = ctx.Err(); err == nil {
-		if c := t.client(); c.maxBatch == 1 {
-			ok, err = waitDirect(ctx, t, n, limit, &d)
-		} else {
-			ok, err = c.waitQueued(ctx, t, n, limit, &d)
-		}
+		ok, err = waitUntil(ctx, t, n, limit, &d)
 	}
 	d.Granted = ok
 	if ok {
 		d.RetryAfter = 0
 	}
 	return ok, t.decided(d, err)
+}
+
+// timeoutGrace is how long past TryAcquireTimeout's timeout a script
+// call may still run: a hint that ends right at the timeout is followed
+// by one more call, as in Redisson, and that call needs a round trip.
+// The call returns by its timeout plus this grace whatever Redis does
+// (a stall, a server that never answers, a slow dial), well inside the
+// 50 ms the README promises.
+const timeoutGrace = 25 * time.Millisecond
+
+// waitUntil is wait's loop, bounded by limit plus timeoutGrace as by a
+// context deadline: when Redis has not answered by then, it returns an
+// error wrapping context.DeadlineExceeded (permits that the abandoned
+// call granted are given back when its reply comes).
+func waitUntil(ctx context.Context, t acquirer, n int64, limit time.Time, d *Decision) (bool, error) {
+	wctx, own := ctx, time.Time{}
+	if !limit.IsZero() {
+		own = limit.Add(timeoutGrace)
+		if dl, ok := ctx.Deadline(); !ok || own.Before(dl) {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithDeadline(ctx, own)
+			defer cancel()
+		}
+	}
+	var ok bool
+	var err error
+	if c := t.client(); c.maxBatch == 1 {
+		ok, err = waitDirect(wctx, t, n, limit, d)
+	} else {
+		ok, err = c.waitQueued(wctx, t, n, limit, d)
+	}
+	// The batch's own context (lane.go) may reach the same deadline first.
+	if wctx != ctx && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(own) {
+		err = fmt.Errorf("ratelimiter: no answer from Redis within the timeout: %w", context.DeadlineExceeded)
+	}
+	return ok, err
 }
 
 func checkPermits(n int64) error {

@@ -96,10 +96,12 @@ func parseVerdicts(reply any, form string, ns []int64) ([]verdict, error) {
 			return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
 		}
 	}
+	// Remaining is never below 0, as AvailablePermits: a value below 0
+	// (a rate lowered under permits in use) means none are left.
 	rate, interval, reset := nums[0], millis(nums[1]), millis(nums[2])
 	out := make([]verdict, len(ns))
 	for i, n := range ns {
-		g, left, hint := nums[3+3*i], nums[4+3*i], nums[5+3*i]
+		g, left, hint := nums[3+3*i], max(nums[4+3*i], 0), nums[5+3*i]
 		res := Result{Granted: g == 1, Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}
 		switch {
 		case n > rate:

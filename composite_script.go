@@ -19,12 +19,15 @@ func (a *Composite) decide(ctx context.Context, form string, ns []int64) batchRe
 // eval runs the script on every part's keys: one EVALSHA, with WAIT in
 // the same round trip on a client made with WithReplicaAck.
 func (a *Composite) eval(ctx context.Context, args ...any) (any, error) {
+	if err := a.c.permitted(ctx, a.parts[0].keyList, "acquire", needAcquireAll); err != nil {
+		return nil, a.c.result(err)
+	}
 	var v any
 	var err error
 	if ack, ok := a.c.replicaAck(); ok {
-		v, err = a.parts[0].evalAck(ctx, scriptAcquireAll, ack, a.keys, args...)
+		v, err = a.parts[0].evalAck(ctx, a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts), ack, a.keys, args...)
 	} else {
-		v, err = scriptAcquireAll.Run(ctx, a.c.rdb, a.keys, args...).Result()
+		v, err = a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts).Run(ctx, a.c.rdb, a.keys, args...).Result()
 	}
 	return v, a.scriptError(err)
 }
@@ -90,7 +93,7 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 		if b < 0 || b >= int64(k) {
 			return nil, bad
 		}
-		g, left, hint := rest[3*i], rest[3*i+1], rest[3*i+2]
+		g, left, hint := rest[3*i], max(rest[3*i+1], 0), rest[3*i+2] // never below 0, as AvailablePermits
 		rate := parts[3*b]
 		res := Result{Granted: g == 1, Limit: rate, Interval: millis(parts[3*b+1]), Remaining: left, ResetAfter: millis(parts[3*b+2]), Part: int(b)}
 		switch {

@@ -73,12 +73,23 @@ func (c Config) Validate() error {
 // Redisson's trySetRate: each field is written only if absent. It returns
 // true when this call set the limiter up (and then puts the KeepAlive TTL
 // on its config), false when it was configured before.
+//
+// On a server whose maxmemory-policy may evict the limiter's keys (see
+// Eviction.Evicts; read with INFO every 10 s, when the user may run it),
+// a limiter that this call sets up while none of its state is left starts
+// with its window full: it grants nothing for one interval. The call
+// cannot tell a new limiter from one whose keys were all evicted, and a
+// re-created limiter that started empty would grant its rate again
+// (README, "Eviction"). State that is still there carries on.
 func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
-	set, err := r.eval(ctx, scriptTrySetRate, []string{r.keys.Config},
-		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds())
+	full := r.c.evicting(ctx, cfg.KeepAlive > 0)
+	held := min(cfg.Rate, MaxPermits)
+	set, err := r.eval(ctx, scriptTrySetRate, r.keyList,
+		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
+		flag(full), r.nowMillis(), newMember(r.c.format, uint32(held)), cfg.Rate-held)
 	return set == 1, err
 }
 
@@ -162,19 +173,19 @@ func parseConfig(h map[string]string, key string) (Config, error) {
 			return Config{}, fmt.Errorf("%w: %s has no field %s", ErrNotInitialized, key, f)
 		}
 	}
-	field := func(name string, lo int64) (int64, error) {
+	field := func(name string, lo, hi int64) (int64, error) {
 		s, ok := h[name]
 		if !ok {
 			return 0, nil
 		}
-		if v, ok := decimal(s); ok && v >= lo {
+		if v, ok := decimal(s); ok && v >= lo && v <= hi {
 			return v, nil
 		}
-		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, 2^53-1]", ErrCorruptState, name, key, s, lo)
+		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, %d]", ErrCorruptState, name, key, s, lo, hi)
 	}
-	rate, e1 := field("rate", 1)
-	interval, e2 := field("interval", 1)
-	keep, e3 := field("keepAliveTime", 0)
+	rate, e1 := field("rate", 1, maxRate)
+	interval, e2 := field("interval", 1, maxFieldMs)
+	keep, e3 := field("keepAliveTime", 0, maxFieldMs)
 	if err := errors.Join(e1, e2, e3); err != nil {
 		return Config{}, err
 	}
@@ -207,6 +218,12 @@ func decimal(s string) (int64, bool) {
 
 // maxWholeMs is the longest Duration that is a whole number of ms.
 const maxWholeMs = time.Duration(math.MaxInt64) / time.Millisecond * time.Millisecond
+
+// maxFieldMs is the longest interval or keep-alive, in ms, that a config
+// hash may hold: the longest whole-ms time.Duration, so that Config()
+// reads back what the scripts use. The scripts refuse a longer one as
+// corrupt state too (MAXMS in lua/lib.lua, acquire.lua, acquire_all.lua).
+const maxFieldMs = int64(maxWholeMs / time.Millisecond)
 
 // msDuration turns ms into a Duration, saturating at maxWholeMs.
 func msDuration(ms int64) time.Duration {

@@ -11,13 +11,14 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-// maxWholeMs is the longest whole-millisecond Duration, what Config
-// returns for an interval or keep-alive beyond what a Duration holds.
+// maxWholeMs is the longest whole-millisecond Duration, the longest
+// interval or keep-alive a config hash may hold.
 const maxWholeMs = time.Duration(1<<63-1) / time.Millisecond * time.Millisecond
 
 // TestConfigFields: Config accepts exactly what the scripts accept:
-// decimal integers, rate and interval in [1, 2^53-1], keepAliveTime absent
-// or in [0, 2^53-1], type "0" or "1". Anything else is ErrCorruptState
+// decimal integers, rate in [1, 2^53-1], interval in [1, 9223372036854]
+// (ms, the longest Duration), keepAliveTime absent or in [0, 9223372036854],
+// type "0" or "1". Anything else is ErrCorruptState
 // (a hash without rate, interval or type is ErrNotInitialized, as for the
 // scripts), and an acquisition and AvailablePermits say the same.
 func TestConfigFields(t *testing.T) {
@@ -38,8 +39,10 @@ func TestConfigFields(t *testing.T) {
 		{"keep-alive 0", []string{"rate", "1", "interval", "1", "type", "0", "keepAliveTime", "0"}, ok(1, 1, 0, ratelimiter.Overall), nil},
 		{"leading zeros", []string{"rate", "010", "interval", "0001000", "type", "0"}, ok(10, 1000, 0, ratelimiter.Overall), nil},
 		{"rate 2^53-1", []string{"rate", "9007199254740991", "interval", "1000", "type", "0"}, ok(1<<53-1, 1000, 0, ratelimiter.Overall), nil},
-		{"interval 2^53-1", []string{"rate", "1", "interval", "9007199254740991", "type", "0", "keepAliveTime", "9007199254740991"},
+		{"interval longest Duration", []string{"rate", "1", "interval", "9223372036854", "type", "0", "keepAliveTime", "9223372036854"},
 			&ratelimiter.Config{Rate: 1, Interval: maxWholeMs, KeepAlive: maxWholeMs}, nil},
+		{"interval 1e13", []string{"rate", "1", "interval", "10000000000000", "type", "0"}, nil, ratelimiter.ErrCorruptState},
+		{"keep-alive 2^53-1", []string{"rate", "1", "interval", "1000", "type", "0", "keepAliveTime", "9007199254740991"}, nil, ratelimiter.ErrCorruptState},
 		{"rate 0", []string{"rate", "0", "interval", "1000", "type", "0"}, nil, ratelimiter.ErrCorruptState},
 		{"rate -1", []string{"rate", "-1", "interval", "1000", "type", "0"}, nil, ratelimiter.ErrCorruptState},
 		{"rate 2^53", []string{"rate", "9007199254740992", "interval", "1000", "type", "0"}, nil, ratelimiter.ErrCorruptState},

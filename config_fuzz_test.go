@@ -1,8 +1,10 @@
 package ratelimiter
 
 import (
+	"math"
 	"math/big"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -10,13 +12,13 @@ import (
 var digitsOnly = regexp.MustCompile(`^[0-9]+$`)
 
 // wantField is the scripts' rule, written independently of decimal: digits
-// only, value in [lo, 2^53-1].
-func wantField(s string, lo int64) (int64, bool) {
+// only, value in [lo, hi].
+func wantField(s string, lo, hi int64) (int64, bool) {
 	if !digitsOnly.MatchString(s) {
 		return 0, false
 	}
 	v, _ := new(big.Int).SetString(s, 10)
-	if v.Cmp(big.NewInt(lo)) < 0 || v.Cmp(big.NewInt(maxRate)) > 0 {
+	if v.Cmp(big.NewInt(lo)) < 0 || v.Cmp(big.NewInt(hi)) > 0 {
 		return 0, false
 	}
 	return v.Int64(), true
@@ -30,6 +32,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("0x10", "1000", "1", "", false)
 	f.Add("9007199254740992", "1", "0", "", false)
 	f.Add("1", "9007199254740991", "1", "9007199254740991", true)
+	f.Add("1", "9223372036854", "1", "9223372036855", true)
 	f.Add("+1", "-1", "00", " 5", true)
 	f.Fuzz(func(t *testing.T, rate, interval, typ, keep string, hasKeep bool) {
 		h := map[string]string{"rate": rate, "interval": interval, "type": typ}
@@ -39,9 +42,9 @@ func FuzzParseConfig(f *testing.F) {
 			keep = "0"
 		}
 		cfg, err := parseConfig(h, "k")
-		r, ok1 := wantField(rate, 1)
-		i, ok2 := wantField(interval, 1)
-		k, ok3 := wantField(keep, 0)
+		r, ok1 := wantField(rate, 1, maxRate)
+		i, ok2 := wantField(interval, 1, 9223372036854) // the longest Duration, in ms
+		k, ok3 := wantField(keep, 0, 9223372036854)
 		ok := ok1 && ok2 && ok3 && (typ == "0" || typ == "1")
 		if ok != (err == nil) {
 			t.Fatalf("%q: parseConfig says %v, the scripts' rule %v", h, err, ok)
@@ -81,4 +84,18 @@ func FuzzTTLDuration(f *testing.F) {
 			t.Fatalf("%d: %v", ms, d)
 		}
 	})
+}
+
+// TestMaxFieldMsMatchesScripts: the scripts' MAXMS is maxFieldMs, the
+// longest whole-millisecond Duration.
+func TestMaxFieldMsMatchesScripts(t *testing.T) {
+	if maxFieldMs != int64(math.MaxInt64/int64(time.Millisecond)) {
+		t.Fatalf("maxFieldMs %d", maxFieldMs)
+	}
+	want := regexp.MustCompile(`MAXMS = ` + strconv.FormatInt(maxFieldMs, 10) + `\b|MAX, MAXMS = 9007199254740991, ` + strconv.FormatInt(maxFieldMs, 10) + `\b`)
+	for name, src := range map[string]string{"lib.lua": luaLib, "acquire.lua": luaAcquire, "acquire_all.lua": luaAcquireAll} {
+		if !want.MatchString(src) {
+			t.Errorf("%s does not set MAXMS to %d", name, maxFieldMs)
+		}
+	}
 }

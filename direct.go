@@ -11,25 +11,23 @@ import (
 // passed, then calls again: Redisson's way.
 
 // direct makes one script call for n permits, returning when ctx is done
-// even while Redis stalls (bounded).
-func direct(ctx context.Context, p target, n int64, detail bool) answer {
+// even while Redis stalls; permits that an abandoned call granted are
+// given back when its reply comes (Client.call).
+func direct(ctx context.Context, t acquirer, n int64, detail bool) answer {
 	form := formSingle
 	if detail {
 		form = formTable
 	}
-	b, err := bounded(ctx, func() (batchReply, error) {
-		b := p.decide(ctx, form, []int64{n})
-		return b, b.err
-	})
-	a := answer{err: err, roundTrip: b.roundTrip, batch: 1}
-	if err == nil {
+	b := t.client().call(ctx, nil, t, form, []int64{n})
+	a := answer{err: b.err, roundTrip: b.roundTrip, batch: 1}
+	if b.err == nil {
 		a.v = b.verdicts[0]
 	}
 	return a
 }
 
 // waitDirect is wait without combining.
-func waitDirect(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (bool, error) {
+func waitDirect(ctx context.Context, p acquirer, n int64, limit time.Time, d *Decision) (bool, error) {
 	ctxDeadline, hasDeadline := ctx.Deadline()
 	var timer *time.Timer
 	defer func() {

@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,7 +11,14 @@ import (
 // the limiter's keys: EVALSHA, falling back to EVAL when Redis has lost
 // its script cache.
 func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (int64, error) {
-	v, err := bounded(ctx, func() (int64, error) { return s.Run(ctx, r.c.rdb, keys, args...).Int64() })
+	v, err := bounded(ctx, func() (int64, error) {
+		if need, ok := scriptNeeds[s]; ok {
+			if err := r.c.permitted(ctx, r.keyList, need.op, need.cmds); err != nil {
+				return 0, err
+			}
+		}
+		return s.Run(ctx, r.c.rdb, keys, args...).Int64()
+	})
 	return v, r.result(err)
 }
 
@@ -21,21 +29,29 @@ func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 // done: callers that must return earlier wait on it from another
 // goroutine (lane.go, direct.go).
 func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
+	if err := r.c.permitted(ctx, r.keyList, "acquire", needAcquire); err != nil {
+		return nil, r.c.result(err)
+	}
 	var v any
 	var err error
 	if ack, ok := r.c.replicaAck(); ok {
-		v, err = r.evalAck(ctx, scriptAcquire, ack, r.keyList, args...)
+		v, err = r.evalAck(ctx, r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts), ack, r.keyList, args...)
 	} else {
-		v, err = scriptAcquire.Run(ctx, r.c.rdb, r.keyList, args...).Result()
+		v, err = r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts).Run(ctx, r.c.rdb, r.keyList, args...).Result()
 	}
 	return v, r.c.result(err) // each caller's Decision names its own limiter
 }
 
 // result is where the error of every Redis call the library makes ends:
-// a cluster client learns of a topology change (topology.go), and script
-// errors become sentinel errors.
+// a cluster client learns of a topology change (topology.go), script
+// errors become sentinel errors, and an ACL refusal makes the next call
+// probe the user's permissions again (permissions.go).
 func (c *Client) result(err error) error {
 	c.observe(err)
+	if aclRefusal(err) {
+		c.forgetPermissions()
+		return fmt.Errorf("%w: %w", ErrPermissionDenied, err)
+	}
 	return scriptError(err)
 }
 

@@ -27,10 +27,12 @@ type Client struct {
 	format  MemberFormat
 	clock   func() time.Time
 	cluster bool
-	ack     replicaAck // WithReplicaAck; zero: off
-	refresh refresher  // cluster slot map reloads (topology.go)
-	hooks   Hooks      // WithHooks
-	skew    skewState  // clock measurements against Redis TIME (skew.go)
+	ack     replicaAck    // WithReplicaAck; zero: off
+	refresh refresher     // cluster slot map reloads (topology.go)
+	hooks   Hooks         // WithHooks
+	skew    skewState     // clock measurements against Redis TIME (skew.go)
+	perm    permState     // the user's permissions (permissions.go)
+	evict   evictionState // the server's eviction policy (eviction.go)
 
 	maxBatch   int           // WithMaxBatch; 1: no combining
 	yieldDelay time.Duration // WithYieldDelay (fairness.go)

@@ -50,8 +50,8 @@ func TestLostValueKeyRecounts(t *testing.T) {
 func TestHintNeverSpins(t *testing.T) {
 	ctx := context.Background()
 	for name, prepare := range map[string]func(rdb *redis.Client, k ratelimiter.Keys){
-		"interval 2^53-1 ms": func(rdb *redis.Client, k ratelimiter.Keys) {
-			rdb.HSet(ctx, k.Config, "interval", "9007199254740991")
+		"interval 9223372036854 ms (the longest Duration)": func(rdb *redis.Client, k ratelimiter.Keys) {
+			rdb.HSet(ctx, k.Config, "interval", "9223372036854")
 		},
 		"record far in the future": func(rdb *redis.Client, k ratelimiter.Keys) {
 			rdb.Del(ctx, k.Permits)

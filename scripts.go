@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,9 +35,22 @@ var (
 var (
 	scriptAcquire    = redis.NewScript(luaAcquire)
 	scriptAcquireAll = redis.NewScript(luaAcquireAll)
-	scriptRelease    = redis.NewScript(luaLib + luaRelease)
-	scriptAvailable  = redis.NewScript(luaLib + luaAvailable)
-	scriptSetRate    = redis.NewScript(luaLib + luaSetRate)
-	scriptTrySetRate = redis.NewScript(luaLib + luaTrySetRate)
-	scriptExpire     = redis.NewScript(luaExpire)
+	// The acquire scripts for a server that may evict limiter keys
+	// (eviction.go): [0] allkeys-*, [1] volatile-*.
+	scriptAcquireEvicts    = [2]*redis.Script{evicts(luaAcquire, "allkeys"), evicts(luaAcquire, "volatile")}
+	scriptAcquireAllEvicts = [2]*redis.Script{evicts(luaAcquireAll, "allkeys"), evicts(luaAcquireAll, "volatile")}
+	scriptRelease          = redis.NewScript(luaLib + luaRelease)
+	scriptAvailable        = redis.NewScript(luaLib + luaAvailable)
+	scriptSetRate          = redis.NewScript(luaLib + luaSetRate)
+	scriptTrySetRate       = redis.NewScript(luaLib + luaTrySetRate)
+	scriptExpire           = redis.NewScript(luaExpire)
 )
+
+// evicts returns src with its EVICTS constant set to kind.
+func evicts(src, kind string) *redis.Script {
+	out := strings.Replace(src, "local EVICTS = false", "local EVICTS = '"+kind+"'", 1)
+	if out == src {
+		panic("ratelimiter: a script lacks its EVICTS line") // caught by every test
+	}
+	return redis.NewScript(out)
+}

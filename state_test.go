@@ -29,9 +29,7 @@ func TestCorruptState(t *testing.T) {
 		"value not a number":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "lots", 0) },
 		"value a list":         func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Value); rdb.RPush(ctx, k.Value, "1") },
 		"permits a string":     func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Permits); rdb.Set(ctx, k.Permits, "1", 0) },
-		"short record": func(rdb *redis.Client, k ratelimiter.Keys) {
-			rdb.ZAdd(ctx, k.Permits, redis.Z{Score: 1, Member: "ab"})
-		},
+		"interval 1e13":        func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "10000000000000") },
 		// Fields another client may write that Lua's doubles cannot count
 		// exactly, or that tonumber reads but Java and Config() do not.
 		"rate hex":            func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "0x10") },
@@ -74,7 +72,7 @@ func TestCorruptState(t *testing.T) {
 				require.ErrorIs(t, err, ratelimiter.ErrCorruptState, what)
 				require.Equal(t, before, snapshot(t, rdb, l), what)
 			}
-			records := name == "short record" || name == "permits a string"
+			records := name == "permits a string"
 			// A keepState rewrite writes a new config over a bad field and
 			// recounts the value from the records.
 			rewrites := name != "config not a hash" && name != "permits a string"
@@ -107,17 +105,33 @@ func TestConfigCorrupt(t *testing.T) {
 }
 
 // TestRepairLostPermitsSet: Redisson's script fails on every call when the
-// value says nothing is left and the records are gone; ours starts a fresh
-// window, since nothing would ever release those permits.
+// value says nothing is left and the records are gone. Ours writes a
+// record of the permits out, stamped now, so that they come back one
+// interval later: nothing would ever release them otherwise, and starting
+// afresh at once would grant them twice when an evicting policy dropped
+// the records (issue 22).
 func TestRepairLostPermitsSet(t *testing.T) {
 	ctx := context.Background()
-	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 5, Interval: time.Hour})
-	_, err := l.TryAcquire(ctx, 5)
-	require.NoError(t, err)
-	require.NoError(t, rdb.Del(ctx, l.Keys().Permits).Err())
-	ok, err := l.TryAcquire(ctx, 2)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, "3", rdb.Get(ctx, l.Keys().Value).Val())
-	require.Equal(t, int64(1), rdb.ZCard(ctx, l.Keys().Permits).Val())
+	for _, composite := range []bool{false, true} {
+		l, rdb, clock := setup(t, ratelimiter.Config{Rate: 5, Interval: time.Hour})
+		take := l.Allow
+		if composite {
+			take = ratelimiter.NewClient(rdb, clock.option()).All(l.Name()).Allow
+		}
+		_, err := l.TryAcquire(ctx, 4)
+		require.NoError(t, err)
+		require.NoError(t, rdb.Del(ctx, l.Keys().Permits).Err())
+		n, err := l.AvailablePermits(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "the value stands")
+		res, err := take(ctx, 2)
+		require.NoError(t, err)
+		require.False(t, res.Granted, "4 permits are out")
+		require.Equal(t, time.Hour+3*time.Millisecond, res.RetryAfter)
+		require.Equal(t, int64(4), recordPermits(t, rdb, l.Keys().Permits), "a record holds the lost permits")
+		clock.Advance(time.Hour + 3*time.Millisecond)
+		res, err = take(ctx, 5)
+		require.NoError(t, err)
+		require.True(t, res.Granted, "they come back an interval later (composite %v)", composite)
+	}
 }

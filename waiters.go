@@ -33,6 +33,9 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		// Behind the queued waiters, who are served first.
 		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
 			c.lanes.mu.Unlock()
+			if !q.fits(l.wakeAt) {
+				return false, nil // TryAcquireTimeout's own limit comes first
+			}
 			return false, q.beyond(l.wakeAt)
 		}
 		q.queued = time.Now()

@@ -31,12 +31,17 @@
 -- Every check runs before the first write, and errors carry the prefixes
 -- that errors.go maps.
 
--- Exact integers only: Lua numbers are doubles.
-local MAX = 9007199254740991
+-- Exact integers only: Lua numbers are doubles. Interval and keep-alive
+-- at most MAXMS ms, the longest time.Duration (config.go, maxFieldMs).
+local MAX, MAXMS = 9007199254740991, 9223372036854
 -- Bounds on the work of one call (README, "Bounded work"): expired records
 -- released per call, records read to recount a window, records read for a
 -- wait hint.
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
+-- Whether the server may evict the limiter's keys: false, 'allkeys' or
+-- 'volatile' (keys with a TTL only). Go sends a copy with it set when
+-- INFO says so (eviction.go); the script text differs, not its arguments.
+local EVICTS = false
 
 -- mirrors lib.lua: limiter() and the first half of settle()
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
@@ -58,8 +63,8 @@ if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') t
 end
 local rate, interval, keep = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
 local value = tonumber(stored or c[1])
-if not (rate and interval and keep and value) or rate < 1 or interval < 1 or rate > MAX or interval > MAX or keep > MAX or value > MAX or value < -MAX then
-  return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
+if not (rate and interval and keep and value) or rate < 1 or interval < 1 or rate > MAX or interval > MAXMS or keep > MAXMS or value > MAX or value < -MAX then
+  return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
 end
 local single = ARGV[3] == '0'
 if single and tonumber(ARGV[4]) > rate then
@@ -72,15 +77,14 @@ local cutoff = now - interval
 local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
 local released = 0
 for i = 1, #old do
-  if #old[i] < 4 then
-    return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
-  end
   -- The permit count: the last four bytes, little-endian, in every
-  -- Redisson member format.
-  local a, b, c, d = string.byte(old[i], -4, -1)
-  released = released + a + b * 256 + c * 65536 + d * 16777216
+  -- Redisson member format; a record shorter than that holds none.
+  if #old[i] >= 4 then
+    local a, b, c, d = string.byte(old[i], -4, -1)
+    released = released + a + b * 256 + c * 65536 + d * 16777216
+  end
 end
-local changed = not stored
+local changed, lost = not stored, 0
 if not stored or value + released > rate then
   -- The value key is gone while records remain (an evicting policy), or
   -- permits came back that the records still hold (a Redisson release or
@@ -88,15 +92,22 @@ if not stored or value + released > rate then
   local live = redis.call('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
   local used = 0
   for i = 1, #live do
-    if #live[i] < 4 then
-      return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
+    if #live[i] >= 4 then
+      local a, b, c, d = string.byte(live[i], -4, -1)
+      used = used + a + b * 256 + c * 65536 + d * 16777216
     end
-    local a, b, c, d = string.byte(live[i], -4, -1)
-    used = used + a + b * 256 + c * 65536 + d * 16777216
   end
   if #live > RECOUNT_MAX then
     -- Too many to count in one call: grant nothing until records expire.
     value = 0
+  elseif not stored and #live == 0 and #old == 0 and (EVICTS == 'allkeys' or (EVICTS == 'volatile' and keep > 0)) then
+    -- No value and no records while the config stays, on a server that
+    -- may evict them: they may have been evicted with permits out, and
+    -- nothing tells this from a limiter never used. The window starts
+    -- full (a record of the rate, written below), so eviction never
+    -- grants more than the rate.
+    lost = math.min(rate, 4294967295) -- a record holds 32 bits
+    value = rate - lost
   else
     value = rate - used
   end
@@ -126,25 +137,26 @@ for i = 4, #ARGV do
       from = '0' -- Redis formats a Lua number argument with %.17g: a string is cheaper
     end
     first = redis.call('ZRANGE', permitsKey, from, from, 'WITHSCORES')
-    if first[1] and #first[1] < 4 then
-      return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
-    end
   end
-  if value < n and total == 0 and not first[1] then
-    -- Nothing is outstanding, yet the value says the permits asked for are
-    -- gone (the set expired or was deleted apart from the value). Nothing
-    -- would ever give them back: start the window afresh. (lib.lua's
-    -- settle does so when the value is below 1, the same for one permit.)
-    value, changed = rate, true
+  if value < n and total == 0 and lost == 0 and not first[1] then
+    -- Nothing is outstanding, yet the value says permits are out: the
+    -- records are gone (evicted, or expired or deleted apart from the
+    -- value), and nothing would ever give those permits back. They were
+    -- granted within the last interval at most: a record stamped now
+    -- holds them (written below), so they come back an interval from now
+    -- and losing the records never grants more than the rate.
+    lost = math.min(rate - math.max(value, 0), 4294967295) -- a record holds 32 bits
+    value, changed = rate - lost, true
   end
   granted, h = false, 0
   if n <= rate and value >= n and not stop then
     value, total, granted = value - n, total + n, true
   elseif n <= rate then
     -- The ms until enough records expire to free the permits missing, at
-    -- least 2 and at most the interval plus Redisson's 3 ms: a record
-    -- stamped in the future of this clock is waited for one interval at a
-    -- time. Permits this call grants are freed last, an interval from now.
+    -- least 2 and at most 2^53-1, plus Redisson's 3 ms: a record stamped in
+    -- the future of this clock is waited for until this clock sees it
+    -- expire (a hint never promises permits sooner than they can come).
+    -- Permits this call grants are freed last, an interval from now.
     local need, freed, at = n - value, 0, now
     for k = 1, HINT_WALK do
       local r = first
@@ -153,9 +165,6 @@ for i = 4, #ARGV do
         r = window[k]
         if not r then
           r = redis.call('ZRANGE', permitsKey, #old + k - 1, #old + k - 1, 'WITHSCORES')
-          if r[1] and #r[1] < 4 then
-            return redis.error_reply('RLSTATE permit record shorter than 4 bytes')
-          end
           window[k] = r
         end
       end
@@ -163,15 +172,18 @@ for i = 4, #ARGV do
         at = now
         break
       end
-      local a, b, c, d = string.byte(r[1], -4, -1)
-      freed, at = freed + a + b * 256 + c * 65536 + d * 16777216, tonumber(r[2])
+      if #r[1] >= 4 then
+        local a, b, c, d = string.byte(r[1], -4, -1)
+        freed = freed + a + b * 256 + c * 65536 + d * 16777216
+      end
+      at = tonumber(r[2])
       if freed >= need then
         break
       end
     end
     h = 3 + interval - (now - at)
-    if h > interval + 3 then
-      h = interval + 3
+    if h > MAX then
+      h = MAX
     elseif h < 2 then
       h = 2
     end
@@ -189,6 +201,17 @@ if not single then
 end
 if total > 0 and redis.call('ZADD', permitsKey, 'NX', ARGV[1], member) == 0 then
   return -1
+end
+if lost > 0 then
+  -- The record of the lost permits: this call's prefix with the top bit of
+  -- its last byte flipped (a random byte, digit or float sign in every
+  -- member format), so that it never is this call's grant record.
+  local p = ARGV[2]
+  if single then
+    p = string.sub(p, 1, -5)
+  end
+  p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
+  redis.call('ZADD', permitsKey, ARGV[1], p .. struct.pack('<I', lost))
 end
 if #old > 0 then
   redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
@@ -221,7 +244,7 @@ end
 local reset = 0
 if first[1] then
   reset = math.max(0, math.min(interval, interval - (now - tonumber(first[2]))))
-elseif total > 0 then
+elseif total > 0 or lost > 0 then
   reset = interval
 end
 return {rate, interval, reset, unpack(out)}

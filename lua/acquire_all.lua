@@ -38,8 +38,9 @@
 -- acquire.lua (TestScriptsAgree in reliability_test.go feeds both, and
 -- lib.lua, the same states and expects the same budget).
 
-local MAX = 9007199254740991
+local MAX, MAXMS = 9007199254740991, 9223372036854 -- acquire.lua's
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
+local EVICTS = false -- as in acquire.lua
 
 local function fail(code, p, msg)
   error({err = code .. ' ' .. p .. ' ' .. msg})
@@ -50,11 +51,10 @@ end
 local function sum(list, p)
   local total = 0
   for i = 1, #list do
-    if #list[i] < 4 then
-      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
+    if #list[i] >= 4 then
+      local a, b, c, d = string.byte(list[i], -4, -1)
+      total = total + a + b * 256 + c * 65536 + d * 16777216
     end
-    local a, b, c, d = string.byte(list[i], -4, -1)
-    total = total + a + b * 256 + c * 65536 + d * 16777216
   end
   return total
 end
@@ -64,6 +64,7 @@ local now = tonumber(ARGV[1])
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
 local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
 local value, changed, nold, minRate = {}, {}, {}, MAX
+local lost = {} -- per part: permits whose records are gone (acquire.lua)
 
 -- Read and settle every part (acquire.lua's first block, per part).
 for p = 1, k do
@@ -85,8 +86,8 @@ for p = 1, k do
   end
   local r, iv, kp = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
   local v = tonumber(stored or c[1])
-  if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAX or kp > MAX or v > MAX or v < -MAX then
-    fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1')
+  if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAXMS or kp > MAXMS or v > MAX or v < -MAX then
+    fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
   end
   if single and tonumber(ARGV[4]) > r then
     fail('RLEXCEED', p, 'Requested permits amount cannot exceed defined rate')
@@ -102,6 +103,9 @@ for p = 1, k do
     local used = sum(live, p)
     if #live > RECOUNT_MAX then
       v = 0
+    elseif not stored and #live == 0 and #old == 0 and (EVICTS == 'allkeys' or (EVICTS == 'volatile' and kp > 0)) then
+      lost[p] = math.min(r, 4294967295) -- as in acquire.lua: the window starts full
+      v = r - lost[p]
     else
       v = r - used
     end
@@ -122,16 +126,13 @@ local function record(p, j)
   if not r then
     local at = nold[p] + j - 1
     r = redis.call('ZRANGE', pkey[p], at, at, 'WITHSCORES')
-    if r[1] and #r[1] < 4 then
-      fail('RLSTATE', p, 'permit record shorter than 4 bytes')
-    end
     window[p][j] = r
   end
   return r
 end
 
 -- The ms until part p's records free need permits, as acquire.lua finds
--- it: at least 2, at most the interval plus 3.
+-- it: at least 2, at most 2^53-1.
 local function hint(p, need)
   local freed, at = 0, now
   for j = 1, HINT_WALK do
@@ -140,15 +141,18 @@ local function hint(p, need)
       at = now
       break
     end
-    local a, b, c, d = string.byte(r[1], -4, -1)
-    freed, at = freed + a + b * 256 + c * 65536 + d * 16777216, tonumber(r[2])
+    if #r[1] >= 4 then
+      local a, b, c, d = string.byte(r[1], -4, -1)
+      freed = freed + a + b * 256 + c * 65536 + d * 16777216
+    end
+    at = tonumber(r[2])
     if freed >= need then
       break
     end
   end
   local h = 3 + interval[p] - (now - at)
-  if h > interval[p] + 3 then
-    h = interval[p] + 3
+  if h > MAX then
+    h = MAX
   elseif h < 2 then
     h = 2
   end
@@ -170,10 +174,12 @@ for i = 4, #ARGV do
   else
     local short = false
     for p = 1, k do
-      if value[p] < n and total == 0 and not record(p, 1)[1] then
-        -- Nothing outstanding in this part, yet its value says the
-        -- permits are gone: start its window afresh (as acquire.lua).
-        value[p], changed[p] = rate[p], true
+      if value[p] < n and total == 0 and not lost[p] and not record(p, 1)[1] then
+        -- Nothing outstanding in this part, yet its value says permits are
+        -- out: its records are gone. A record stamped now holds them (as
+        -- acquire.lua), so that they come back an interval from now.
+        lost[p] = math.min(rate[p] - math.max(value[p], 0), 4294967295)
+        value[p], changed[p] = rate[p] - lost[p], true
       end
       short = short or value[p] < n
     end
@@ -233,6 +239,15 @@ if total > 0 then
   end
 end
 for p = 1, k do
+  if lost[p] and lost[p] > 0 then
+    -- acquire.lua's record of the lost permits.
+    local pre = ARGV[2]
+    if single then
+      pre = string.sub(pre, 1, -5)
+    end
+    pre = string.sub(pre, 1, -2) .. string.char((string.byte(pre, -1) + 128) % 256)
+    redis.call('ZADD', pkey[p], ARGV[1], pre .. struct.pack('<I', lost[p]))
+  end
   if nold[p] > 0 then
     redis.call('ZREMRANGEBYRANK', pkey[p], 0, nold[p] - 1)
   end
@@ -265,7 +280,7 @@ for p = 1, k do
   local first, reset = record(p, 1), 0
   if first[1] then
     reset = math.max(0, math.min(interval[p], interval[p] - (now - tonumber(first[2]))))
-  elseif total > 0 then
+  elseif total > 0 or (lost[p] or 0) > 0 then
     reset = interval[p]
   end
   parts[#parts + 1], parts[#parts + 2], parts[#parts + 3] = rate[p], interval[p], reset

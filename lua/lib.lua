@@ -29,6 +29,9 @@ end
 -- Exact integers only: Lua numbers are doubles. The bounds on the work of
 -- one call are acquire.lua's (README, "Bounded work").
 local MAX = 9007199254740991
+-- Interval and keep-alive at most this many ms, the longest time.Duration
+-- (config.go, maxFieldMs).
+local MAXMS = 9223372036854
 local EXPIRE_CHUNK, RECOUNT_MAX = 1000, 10000
 
 -- A decimal integer field in [lo, MAX], else RLSTATE.
@@ -55,6 +58,9 @@ local function limiter()
   local interval = whole(c[2], 'interval', 1)
   local keep = 0
   if c[4] then keep = whole(c[4], 'keepAliveTime', 0) end
+  if interval > MAXMS or keep > MAXMS then
+    fail('RLSTATE', 'interval or keepAliveTime beyond ' .. MAXMS .. ' ms, the longest time.Duration')
+  end
   if c[3] == '0' then
     return rate, interval, keep, KEYS[2], KEYS[4]
   elseif c[3] == '1' then
@@ -64,15 +70,15 @@ local function limiter()
 end
 
 -- The permit count is the last four bytes of a member, little-endian, in
--- every member format Redisson has used.
+-- every member format Redisson has used; a member shorter than that holds
+-- none (so every script reads it alike, whichever records it reads).
 local function sum(members)
   local total = 0
   for _, m in ipairs(members) do
-    if #m < 4 then
-      fail('RLSTATE', 'permit record shorter than 4 bytes')
+    if #m >= 4 then
+      local a, b, c, d = string.byte(m, -4, -1)
+      total = total + a + b * 256 + c * 65536 + d * 16777216
     end
-    local a, b, c, d = string.byte(m, -4, -1)
-    total = total + a + b * 256 + c * 65536 + d * 16777216
   end
   return total
 end
@@ -111,14 +117,9 @@ local function settle(valueKey, permitsKey, now, interval, rate)
   if #old > 0 then
     redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
   end
-  if value < 1 and redis.call('EXISTS', permitsKey) == 0 then
-    -- Nothing is outstanding, yet the value says the permits are gone (the
-    -- set expired or was deleted apart from the value): nothing would ever
-    -- give them back, so the window starts afresh. acquire.lua does the
-    -- same when a request finds fewer permits than it asks for.
-    value = rate
-    changed = true
-  end
+  -- When the records are gone while the value says permits are out (an
+  -- evicting policy), the value stands: the next refused acquisition
+  -- writes a record that gives them back an interval later (acquire.lua).
   return value, changed
 end
 

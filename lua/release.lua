@@ -14,11 +14,9 @@ local given = 0
 if want > 0 then
   local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
     'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
-  sum(recs)
   for i = 1, #recs, 2 do
     local m, score = recs[i], recs[i + 1]
-    local a, b, c, d = string.byte(m, -4, -1)
-    local held = a + b * 256 + c * 65536 + d * 16777216
+    local held = sum({m}) -- a record shorter than 4 bytes holds none
     local take = math.min(held, want - given)
     local rest = string.sub(m, 1, -5) .. struct.pack('<I', held - take)
     if take < held and redis.call('ZSCORE', permitsKey, rest) then

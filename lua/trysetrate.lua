@@ -1,10 +1,28 @@
--- trySetRate. KEYS: the config hash only. ARGV: rate, interval, type,
--- keepAlive. Returns 1 when the type field was newly set.
+-- trySetRate. KEYS: the limiter's five keys. ARGV: rate, interval, type,
+-- keepAlive, full (1/0), now (ms), a permit record, the value to store
+-- with it. Returns 1 when the type field was newly set.
+-- With full set (the server may evict the limiter's keys), a limiter set
+-- up here while none of its state is left starts with its window full:
+-- the record (stamped now) holds the permits and the value the rest, so
+-- that a limiter re-created after its keys were evicted does not grant
+-- its rate again.
 read('HSETNX', KEYS[1], 'rate', ARGV[1])
 redis.call('HSETNX', KEYS[1], 'interval', ARGV[2])
 redis.call('HSETNX', KEYS[1], 'keepAliveTime', ARGV[4])
 local set = redis.call('HSETNX', KEYS[1], 'type', ARGV[3])
-if set == 1 and tonumber(ARGV[4]) > 0 then
+local keep = tonumber(ARGV[4])
+if set == 1 and keep > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+if set == 1 and ARGV[5] == '1' then
+  local valueKey, permitsKey = KEYS[2], KEYS[4]
+  if ARGV[3] == '1' then
+    valueKey, permitsKey = KEYS[3], KEYS[5]
+  end
+  if redis.call('EXISTS', valueKey) == 0 and redis.call('EXISTS', permitsKey) == 0 then
+    redis.call('ZADD', permitsKey, ARGV[6], ARGV[7])
+    redis.call('SET', valueKey, ARGV[8])
+    refresh(valueKey, permitsKey, keep)
+  end
 end
 return set

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter"
 )
 
 func init() {
@@ -198,6 +200,9 @@ func (x *exporter) read(ctx context.Context) (collection, error) {
 		return c, err
 	}
 	c.truncated = res.truncated
+	if ev, err := ratelimiter.NewClient(x.rdb).Eviction(ctx); err == nil {
+		c.eviction = &ev
+	}
 	lim := readLimits{count: x.f.scanCount, maxScans: x.f.maxScans, maxClients: x.f.maxClients, maxRecords: x.f.maxRecords}
 	next := map[string]int64{}
 	for _, f := range res.limiters {

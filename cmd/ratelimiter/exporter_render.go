@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/goredisson/ratelimiter"
 )
@@ -15,6 +17,7 @@ type collection struct {
 	truncated bool          // a SCAN or limiter bound was hit
 	elapsed   time.Duration // seconds since the previous collection, by Redis's clock; 0 on the first
 	took      time.Duration
+	eviction  *ratelimiter.Eviction // nil: INFO failed (not allowed, for example)
 }
 
 // render writes a collection, the exporter's own state included.
@@ -22,6 +25,17 @@ func render(c collection, st *exporterStats) []byte {
 	e := newExposition()
 	for _, l := range c.limiters {
 		renderLimiter(e, l, c.elapsed)
+	}
+	if ev := c.eviction; ev != nil {
+		risk := 0.0
+		switch {
+		case ev.Evicts(false):
+			risk = 2
+		case ev.Evicts(true):
+			risk = 1
+		}
+		e.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (README, Eviction).", risk, label{"policy", ev.Policy})
+		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
 	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
 	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients are missing.", b2f(c.truncated))
@@ -32,21 +46,33 @@ func render(c collection, st *exporterStats) []byte {
 	return e.bytes()
 }
 
+// nameLabels labels a series with a name that may hold any bytes, one to
+// one: valid UTF-8 as it is; anything else Go-quoted, with a second label
+// <key>_quoted="1" so that it cannot meet a valid name that reads like
+// the quoted form. (The format wants UTF-8: replacing the bad bytes by
+// U+FFFD made two names one series.)
+func nameLabels(key, s string) []label {
+	if utf8.ValidString(s) {
+		return []label{{key, s}}
+	}
+	return []label{{key, strconv.Quote(s)}, {key + "_quoted", "1"}}
+}
+
 func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
-	lim := label{"limiter", l.name}
-	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), lim)
-	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), lim)
-	e.gauge("ratelimiter_info", "1 for every limiter; mode is overall or per-client.", 1, lim, label{"mode", l.cfg.Mode.String()})
+	names := nameLabels("limiter", l.name)
+	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), names...)
+	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), names...)
+	e.gauge("ratelimiter_info", "1 for every limiter; mode is overall or per-client.", 1, append(names, label{"mode", l.cfg.Mode.String()})...)
 	if l.ttl >= 0 {
-		e.gauge("ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.", l.ttl.Seconds(), lim)
+		e.gauge("ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.", l.ttl.Seconds(), names...)
 	}
 	if l.cfg.Mode == ratelimiter.PerClient {
-		e.gauge("ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).", float64(l.clientsFound), lim)
+		e.gauge("ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).", float64(l.clientsFound), names...)
 	}
 	for _, b := range l.budgets {
-		labels := []label{lim}
+		labels := names
 		if b.client != "" {
-			labels = append(labels, label{"client", b.client})
+			labels = append(append([]label(nil), names...), nameLabels("client", b.client)...)
 		}
 		if b.available != nil {
 			e.gauge("ratelimiter_available_permits", "Permits an acquisition would find now (by Redis's clock); absent for a state the scripts refuse.", float64(*b.available), labels...)

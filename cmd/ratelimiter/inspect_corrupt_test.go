@@ -26,16 +26,6 @@ func TestInspectCorruptLikeAcquire(t *testing.T) {
 		{"value a fraction", func(value, _ string) { rdb.Set(ctx, value, "2.5", 0) }},
 		{"value a hash", func(value, _ string) { rdb.Del(ctx, value); rdb.HSet(ctx, value, "a", "1") }},
 		{"permits a string", func(_, permits string) { rdb.Del(ctx, permits); rdb.Set(ctx, permits, "x", 0) }},
-		{"oldest record in the window of 3 bytes", func(_, permits string) {
-			rdb.ZAdd(ctx, permits, redis.Z{Score: float64(time.Now().Add(-30 * time.Second).UnixMilli()), Member: "abc"})
-		}},
-		{"record of 3 bytes, value lost", func(value, permits string) {
-			rdb.Del(ctx, value)
-			rdb.ZAdd(ctx, permits, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "abc"})
-		}},
-		{"expired record of 3 bytes", func(_, permits string) {
-			rdb.ZAdd(ctx, permits, redis.Z{Score: float64(time.Now().Add(-time.Hour).UnixMilli()), Member: "abc"})
-		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName(t)
@@ -71,6 +61,17 @@ func TestInspectCorruptLikeAcquire(t *testing.T) {
 			rdb.Set(ctx, "{"+name+"}:value", "0", 0)
 		}},
 		{"negative value", func(name string) { rdb.Set(ctx, "{"+name+"}:value", "-3", 0) }},
+		// A record shorter than 4 bytes holds no permits, for every call.
+		{"oldest record in the window of 3 bytes", func(name string) {
+			rdb.ZAdd(ctx, "{"+name+"}:permits", redis.Z{Score: float64(time.Now().Add(-30 * time.Second).UnixMilli()), Member: "abc"})
+		}},
+		{"record of 3 bytes, value lost", func(name string) {
+			rdb.Del(ctx, "{"+name+"}:value")
+			rdb.ZAdd(ctx, "{"+name+"}:permits", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "abc"})
+		}},
+		{"expired record of 3 bytes", func(name string) {
+			rdb.ZAdd(ctx, "{"+name+"}:permits", redis.Z{Score: float64(time.Now().Add(-time.Hour).UnixMilli()), Member: "abc"})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := uniqueName(t)

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	adminCommand("doctor", "check a deployment for NAME's limiter: server, Lua and TIME, eviction policy, "+
+		"the user's permissions for every operation, clock offset, keys without TTL, cluster slots "+
+		"(exit 0 all well, 1 warnings, 2 failures)", "[-o json]", doctorCmd)
+}
+
+// check is one line of the doctor's report.
+type check struct {
+	Check  string `json:"check"`
+	Status string `json:"status"` // ok, warn or fail
+	Detail string `json:"detail"`
+}
+
+type doctorJSON struct {
+	Name   string  `json:"name"`
+	Status string  `json:"status"` // the worst of the checks
+	Checks []check `json:"checks"`
+}
+
+func doctorCmd(fs *flag.FlagSet) action {
+	return action{run: func(c *cli) error {
+		checks := []check{
+			c.doctorServer(),
+			c.doctorLua(),
+			c.doctorEviction(),
+			c.doctorPermissions(),
+			c.doctorClock(),
+			c.doctorTTL(),
+		}
+		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+			checks = append(checks, c.doctorSlots(cc))
+		}
+		out := doctorJSON{Name: c.name, Status: "ok", Checks: checks}
+		for _, ch := range checks {
+			if rank(ch.Status) > rank(out.Status) {
+				out.Status = ch.Status
+			}
+		}
+		if err := c.emit(out, func(w io.Writer) {
+			for _, ch := range checks {
+				fmt.Fprintf(w, "%-4s %-12s %s\n", ch.Status, ch.Check, ch.Detail)
+			}
+		}); err != nil {
+			return err
+		}
+		switch out.Status {
+		case "warn":
+			return errRefused
+		case "fail":
+			return doctorFailed{}
+		}
+		return nil
+	}}
+}
+
+// doctorFailed makes exit status 2 after the report was printed.
+type doctorFailed struct{}
+
+func (doctorFailed) Error() string { return "some checks failed" }
+
+func rank(status string) int {
+	switch status {
+	case "warn":
+		return 1
+	case "fail":
+		return 2
+	}
+	return 0
+}
+
+func (c *cli) doctorServer() check {
+	info, err := c.rdb.Info(c.ctx, "server").Result()
+	if err != nil {
+		// The least-privilege user of the README may not run INFO.
+		return check{"server", "warn", "cannot read INFO server: " + err.Error()}
+	}
+	fields := infoFields(info)
+	name, version := "Redis", fields["redis_version"]
+	if v := fields["valkey_version"]; v != "" {
+		name, version = "Valkey", v
+	}
+	mode := fields["redis_mode"]
+	if mode == "" {
+		mode = fields["server_mode"]
+	}
+	return check{"server", "ok", strings.TrimSuffix(fmt.Sprintf("%s %s (%s)", name, version, mode), " ()")}
+}
+
+func (c *cli) doctorLua() check {
+	t, err := c.rdb.Eval(c.ctx, "return redis.call('TIME')", []string{c.lim.Keys().Config}).StringSlice()
+	if err != nil {
+		return check{"lua", "fail", "a script calling TIME failed: " + err.Error()}
+	}
+	return check{"lua", "ok", "scripts run; server TIME " + strings.Join(t, ".")}
+}
+
+func (c *cli) doctorEviction() check {
+	e, err := c.client.Eviction(c.ctx)
+	if err != nil {
+		return check{"eviction", "warn", "cannot read maxmemory-policy (INFO): " + err.Error()}
+	}
+	detail := fmt.Sprintf("maxmemory-policy %s, maxmemory %d, %d keys evicted", e.Policy, e.MaxMemory, e.EvictedKeys)
+	switch {
+	case e.Evicts(false):
+		return check{"eviction", "warn", detail + ": limiter keys can be evicted (README, Eviction)"}
+	case e.Evicts(true):
+		return check{"eviction", "warn", detail + ": keys of limiters with keep-alive can be evicted"}
+	}
+	return check{"eviction", "ok", detail}
+}
+
+func (c *cli) doctorPermissions() check {
+	missing, err := c.lim.MissingPermissions(c.ctx)
+	if err != nil {
+		return check{"permissions", "fail", "the permission probe failed: " + err.Error()}
+	}
+	if len(missing) == 0 {
+		return check{"permissions", "ok", "the user may run every command of every operation"}
+	}
+	var parts []string
+	for op, cmds := range missing {
+		parts = append(parts, op+" needs "+strings.Join(cmds, ", "))
+	}
+	sort.Strings(parts)
+	return check{"permissions", "fail", strings.Join(parts, "; ")}
+}
+
+func (c *cli) doctorClock() check {
+	s, err := c.client.MeasureClock(c.ctx)
+	if err != nil {
+		return check{"clock", "fail", "measuring against TIME: " + err.Error()}
+	}
+	detail := fmt.Sprintf("this host's clock minus Redis's: %v ± %v", s.Offset.Round(time.Microsecond), s.Uncertainty.Round(time.Microsecond))
+	if s.Offset > 50*time.Millisecond || s.Offset < -50*time.Millisecond {
+		return check{"clock", "warn", detail + " (over 50 ms: README, Clock skew)"}
+	}
+	return check{"clock", "ok", detail}
+}
+
+// doctorTTL warns when the config hash has a TTL that the state keys do
+// not have: they would outlive it.
+func (c *cli) doctorTTL() check {
+	k := c.lim.Keys()
+	keys := []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
+	p := c.rdb.Pipeline()
+	ttls := make([]*redis.DurationCmd, len(keys))
+	for i, key := range keys {
+		ttls[i] = p.PTTL(c.ctx, key)
+	}
+	if _, err := p.Exec(c.ctx); err != nil {
+		return check{"ttl", "fail", "PTTL: " + err.Error()}
+	}
+	cfg := ttls[0].Val()
+	if cfg == -2*time.Nanosecond || cfg == -2 {
+		return check{"ttl", "warn", "the limiter's config hash does not exist"}
+	}
+	var without []string
+	for i := 1; i < len(keys); i++ {
+		if d := ttls[i].Val(); d == -1 || d == -1*time.Nanosecond {
+			without = append(without, keys[i])
+		}
+	}
+	if cfg > 0 && len(without) > 0 {
+		return check{"ttl", "warn", fmt.Sprintf("the config expires in %v but %s have no TTL", cfg.Round(time.Millisecond), strings.Join(without, ", "))}
+	}
+	if cfg > 0 {
+		return check{"ttl", "ok", fmt.Sprintf("every key expires (config in %v)", cfg.Round(time.Millisecond))}
+	}
+	return check{"ttl", "ok", "the config has no TTL"}
+}
+
+func (c *cli) doctorSlots(cc *redis.ClusterClient) check {
+	slots, err := cc.ClusterSlots(c.ctx).Result()
+	if err != nil {
+		return check{"slots", "fail", "CLUSTER SLOTS: " + err.Error()}
+	}
+	covered := 0
+	for _, s := range slots {
+		covered += int(s.End-s.Start) + 1
+	}
+	if covered != 16384 {
+		return check{"slots", "fail", fmt.Sprintf("%d of 16384 slots served", covered)}
+	}
+	return check{"slots", "ok", fmt.Sprintf("16384 slots served by %d ranges", len(slots))}
+}
+
+// infoFields reads INFO's "key:value" lines.
+func infoFields(info string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+func doctorReport(t *testing.T, r result) doctorJSON {
+	t.Helper()
+	var d doctorJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &d), r.stdout)
+	return d
+}
+
+type doctorJSON struct {
+	Status string `json:"status"`
+	Checks []struct {
+		Check, Status, Detail string
+	} `json:"checks"`
+}
+
+func (d doctorJSON) status(check string) string {
+	for _, c := range d.Checks {
+		if c.Check == check {
+			return c.Status + ": " + c.Detail
+		}
+	}
+	return ""
+}
+
+// TestDoctor is issue 22's sixth item: doctor reports every check and
+// exits 0 on a sound deployment; a user missing a command fails the
+// permissions check, naming the command and the operations (exit 2); an
+// evicting maxmemory-policy is a warning (exit 1).
+func TestDoctor(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	r := ok(t, cli(t, "doctor", name, "-o", "json"))
+	d := doctorReport(t, r)
+	require.Equal(t, "ok", d.Status, r.stdout)
+	for _, c := range []string{"server", "lua", "eviction", "permissions", "clock", "ttl"} {
+		require.True(t, strings.HasPrefix(d.status(c), "ok: "), "%s: %s", c, d.status(c))
+	}
+
+	rdb := newRedis(t)
+	user := "doctor-" + strings.ReplaceAll(name, "_", "-")
+	require.NoError(t, rdb.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-zrem").Err())
+	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+	r = cliEnv(t, []string{fmt.Sprintf("REDIS_URL=redis://%s:pw@%s/0", user, redisAddr)}, "doctor", name, "-o", "json")
+	failsWith(t, 2, r)
+	require.Equal(t, "fail: Release needs zrem", doctorReport(t, r).status("permissions"))
+
+	srv, err := redistest.StartWrapped(ctx, nil, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	r = cliEnv(t, []string{"REDIS_URL=redis://" + srv.Addr() + "/0"}, "doctor", name, "-o", "json")
+	failsWith(t, 1, r)
+	require.Contains(t, doctorReport(t, r).status("eviction"), "warn: maxmemory-policy allkeys-lru")
+}
