@@ -145,3 +145,14 @@ func newPrefix(f MemberFormat) []byte {
 	m := newMember(f, 0)
 	return m[:len(m)-4]
 }
+
+// interval returns the limiter's interval from b's verdicts, 0 when none
+// says.
+func (b batchReply) interval() time.Duration {
+	for _, v := range b.verdicts {
+		if v.res.Interval > 0 {
+			return v.res.Interval
+		}
+	}
+	return 0
+}

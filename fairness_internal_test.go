@@ -2,148 +2,159 @@ package ratelimiter
 
 import (
 	"context"
-	"errors"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// A share's bookkeeping, without Redis: 20 permits per 1000 ms.
-func newTestShare() *share {
-	return &share{interval: 1000, rate: 20}
-}
-
-func TestShareHeldExpiresWithRecords(t *testing.T) {
-	s := newTestShare()
-	if got := s.note(100, 5); got != 5 {
-		t.Fatalf("held after a grant of 5: %d", got)
-	}
-	if got := s.note(600, 3); got != 8 {
-		t.Fatalf("held after 5 and 3: %d", got)
-	}
-	// The script expires a record stamped at or before now less the
-	// interval: the grant at 100 is gone at 1100, not at 1099.
-	if got := s.heldAt(1099); got != 8 {
-		t.Errorf("held at 1099: %d, want 8", got)
-	}
-	if got := s.note(1100, 0); got != 3 {
-		t.Errorf("held at 1100: %d, want 3", got)
-	}
-	if len(s.marks) != 1 {
-		t.Errorf("marks after expiry: %v", s.marks)
-	}
-}
-
-func TestShareMarksBounded(t *testing.T) {
-	s := newTestShare()
-	for i := int64(0); i < maxMarks+10; i++ {
-		s.note(i/100, 1) // all in one window
-	}
-	if len(s.marks) > maxMarks {
-		t.Fatalf("%d marks, bound %d", len(s.marks), maxMarks)
-	}
-	if got := s.heldAt(20); got != maxMarks+10 {
-		t.Errorf("held %d after merging, want every permit (%d)", got, maxMarks+10)
-	}
-}
-
-func TestShareYields(t *testing.T) {
-	delay := 100 * time.Millisecond
-	s := newTestShare()
-	s.note(0, 15)
-	s.sharedUntil = 3000
-	s.others = 5
-	if s.yields(10, delay) {
-		t.Error("yielded with no refusal: demand may be below the rate")
-	}
-	s.refused = true
-	if !s.yields(10, delay) {
-		t.Error("did not yield holding 15 against 5 after a refusal")
-	}
-	s.others = 15 - s.rate/yieldMargin // ahead by the margin, not over it
-	if s.yields(10, delay) {
-		t.Errorf("yielded holding 15 against %d, within the margin %d", s.others, s.rate/yieldMargin)
-	}
-	s.others = 5
-	if s.yields(1000, delay) {
-		t.Error("yielded once its grants expired")
-	}
-}
-
-func TestShareProbesWhenAlone(t *testing.T) {
-	delay := 100 * time.Millisecond
-	s := newTestShare()
-	s.note(0, 20)
-	s.inWindow = 20
-	s.refused = true
-	if !s.yields(probeEvery*100, delay) {
-		t.Fatal("a lone Client holding the window did not probe")
-	}
-	if s.probed != probeEvery*100 {
-		t.Fatalf("probe at %d not noted (%d)", probeEvery*100, s.probed)
-	}
-	s.probed = 500
-	if s.yields(500+probeEvery*100-1, delay) {
-		t.Error("probed twice within probeEvery yield delays")
-	}
-	if !s.yields(500+probeEvery*100, delay) {
-		t.Error("no probe after probeEvery yield delays")
-	}
-	s.inWindow = 0
-	if s.yields(500+3*probeEvery*100, delay) {
-		t.Error("probed holding nothing in the window")
-	}
-}
-
-func TestSharesSwept(t *testing.T) {
-	var ls lanes
-	for i := 0; i < 1000; i++ {
-		ls.newShare(string(rune('a'+i%26))+string(rune(i)), int64(i)) // stale at once: nothing held
-	}
-	if len(ls.shares) > 100 {
-		t.Errorf("%d shares kept of 1000 stale ones", len(ls.shares))
-	}
-}
-
-func TestDelayedForBounds(t *testing.T) {
-	c := NewClient(nil, WithYieldDelay(200*time.Millisecond))
-	l := &lane{key: "k"}
-	s := c.lanes.newShare("k", 0)
-	s.interval, s.rate, s.refused = 60_000, 20, true
-	now := time.Now()
-	s.note(now.UnixMilli(), 20)
-	s.sharedUntil = now.UnixMilli() + 60_000
-	q := newRequest(context.Background(), nil, 1, false)
-	wake := now.Add(10 * time.Millisecond)
-	if got := c.delayedFor(l, q, wake); !got.Equal(wake.Add(200 * time.Millisecond)) {
-		t.Errorf("yielded wake at %v after wake, want 200ms", got.Sub(wake))
-	}
-	q.limit = wake.Add(50 * time.Millisecond)
-	if got := c.delayedFor(l, q, wake); got.After(q.limit) {
-		t.Errorf("yielded past the caller's limit by %v", got.Sub(q.limit))
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), wake.Add(100*time.Millisecond))
-	defer cancel()
-	q = newRequest(ctx, nil, 1, false)
-	if got := c.delayedFor(l, q, wake); !got.Equal(wake.Add(50 * time.Millisecond)) {
-		t.Errorf("with 100ms to the deadline the wake moved %v, want half-way (50ms)", got.Sub(wake))
-	}
-}
-
-func TestWithYieldDelayRange(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
-	defer rdb.Close()
-	if c := NewClient(rdb, WithYieldDelay(maxYieldDelay)); c.err != nil {
-		t.Errorf("WithYieldDelay(%v): %v", maxYieldDelay, c.err)
-	}
-	for _, d := range []time.Duration{-time.Millisecond, maxYieldDelay + 1} {
-		c := NewClient(rdb, WithYieldDelay(d))
-		if !errors.Is(c.err, ErrInvalidArgument) {
-			t.Errorf("WithYieldDelay(%v): %v, want ErrInvalidArgument", d, c.err)
+// Every record this library writes carries the mark, in every format, and
+// still decodes to its permits.
+func TestNewMemberMarked(t *testing.T) {
+	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
+		for i := 0; i < 1000; i++ {
+			b := newMember(f, 7)
+			m, err := DecodeMember(b)
+			if err != nil || m.Format != f || m.Permits != 7 {
+				t.Fatalf("%v: %x decodes to %+v, %v", f, b, m, err)
+			}
+			if !goMarked(b) {
+				t.Fatalf("%v: record %x not marked", f, b)
+			}
+			if f == FormatFI {
+				x := math.Float32frombits(binary.LittleEndian.Uint32(m.Random))
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					t.Fatalf("fI random part %v is not finite", x)
+				}
+			}
 		}
 	}
-	if c := NewClient(rdb, WithYieldDelay(0)); c.yieldDelay != 0 {
-		t.Error("WithYieldDelay(0) did not turn yielding off")
+}
+
+// Records made as Redisson makes them are not marked: random bytes (Bc0I,
+// Lc0I) and the float32 of a random int64 (fI).
+func TestRedissonMembersUnmarked(t *testing.T) {
+	for i := 0; i < 10000; i++ {
+		var r [16]byte
+		binary.LittleEndian.PutUint64(r[:], rand.Uint64())
+		binary.LittleEndian.PutUint64(r[8:], rand.Uint64())
+		for _, f := range []MemberFormat{FormatBc0I, FormatLc0I} {
+			b, _ := EncodeMember(f, r[:8+i%9], 1)
+			if goMarked(b) {
+				t.Fatalf("%v record %x read as marked", f, b)
+			}
+		}
+		// Redisson 3.16.3: (float) of a random long, extremes included.
+		x := float32(int64(rand.Uint64()))
+		if i == 0 {
+			x = float32(math.MinInt64)
+		}
+		var fb [4]byte
+		binary.LittleEndian.PutUint32(fb[:], math.Float32bits(x))
+		b, _ := EncodeMember(FormatFI, fb[:], 1)
+		if goMarked(b) {
+			t.Fatalf("fI record of %v read as marked", x)
+		}
+	}
+	if goMarked([]byte{1, 2}) {
+		t.Error("a 2-byte record read as marked")
+	}
+}
+
+// The spread moves toward an even split: up when the others hold under
+// half of the window, down when over, not within the band, and within its
+// bounds.
+func TestFleetStep(t *testing.T) {
+	now := time.Now()
+	f := &fleet{interval: time.Second, spread: spreadStart}
+	f.step(now, 40, 10)
+	if f.spread <= spreadStart || !f.shared(now) {
+		t.Fatalf("others hold 20%%: spread %v (from %v), shared %v", f.spread, spreadStart, f.shared(now))
+	}
+	up := f.spread
+	f.step(now, 26, 24)
+	if f.spread != up {
+		t.Errorf("others hold 48%%: spread moved %v -> %v", up, f.spread)
+	}
+	f.step(now, 10, 40)
+	if f.spread >= up {
+		t.Errorf("others hold 80%%: spread %v, want under %v", f.spread, up)
+	}
+	for i := 0; i < 100; i++ {
+		f.step(now, 0, 50)
+	}
+	if f.spread != spreadMin {
+		t.Errorf("others hold all: spread %v, want the floor %v", f.spread, spreadMin)
+	}
+	for i := 0; i < 100; i++ {
+		f.step(now, 50, 0) // shared, the others starved: up
+	}
+	if f.spread != spreadMax {
+		t.Errorf("others starved: spread %v, want the ceiling %v", f.spread, spreadMax)
+	}
+	g := &fleet{interval: time.Second, spread: spreadStart}
+	g.step(now, 50, 0)
+	if g.spread != spreadStart || g.shared(now) {
+		t.Errorf("never shared, no others: spread %v, shared %v", g.spread, g.shared(now))
+	}
+}
+
+// Wakes in the probe slot move to its end; others stay.
+func TestProbed(t *testing.T) {
+	base := time.Unix(0, 0).Add(1000 * probeEvery)
+	if got := probed(base.Add(time.Millisecond)); !got.Equal(base.Add(probeSlot)) {
+		t.Errorf("wake 1ms into the slot moved to %v, want %v", got.Sub(base), probeSlot)
+	}
+	if at := base.Add(probeSlot); !probed(at).Equal(at) {
+		t.Error("a wake at the slot's end moved")
+	}
+}
+
+// A refused waiter's wake: never before its hint, never past its limit or
+// deadline; on its own only when other writers were seen.
+func TestRefusedWakeBounds(t *testing.T) {
+	c := NewClient(nil)
+	l := &lane{key: "k"}
+	wake := time.Now().Add(10 * time.Millisecond)
+	q := newRequest(context.Background(), nil, 1, false)
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	at, own := c.refusedWake(l, q, wake, time.Second)
+	if own || at.Before(wake) || at.Sub(wake) >= aloneJitter+probeSlot {
+		t.Errorf("alone: wake %v after the hint, own %v; want under %v, together", at.Sub(wake), own, aloneJitter+probeSlot)
+	}
+	f := c.lanes.fleets["k"]
+	f.foreignUntil, f.spread = time.Now().Add(time.Minute), 30*time.Millisecond
+	for i := 0; i < 100; i++ {
+		at, own = c.refusedWake(l, q, wake, 0)
+		if !own || at.Before(wake) || at.Sub(wake) >= f.spread {
+			t.Fatalf("shared: wake %v after the hint, own %v; want under %v, own", at.Sub(wake), own, f.spread)
+		}
+	}
+	q.limit = wake.Add(time.Millisecond)
+	if at, _ = c.refusedWake(l, q, wake, 0); at.After(q.limit) {
+		t.Errorf("wake %v past the caller's limit", at.Sub(q.limit))
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), wake)
+	defer cancel()
+	q = newRequest(ctx, nil, 1, false)
+	if at, _ = c.refusedWake(l, q, wake, 0); !at.Equal(wake) {
+		t.Errorf("deadline at the hint: wake %v after it", at.Sub(wake))
+	}
+	c.unfair = true
+	if at, own = c.refusedWake(l, q, wake, 0); own || !at.Equal(wake) {
+		t.Errorf("WithFairness(false): wake %v after the hint, own %v", at.Sub(wake), own)
+	}
+}
+
+func TestFleetsSwept(t *testing.T) {
+	var ls lanes
+	for i := 0; i < 1000; i++ {
+		f := ls.fleetOf(string(rune('a'+i%26))+string(rune(i)), time.Millisecond)
+		f.censusAt = time.Now().Add(-time.Second)
+	}
+	if len(ls.fleets) > 100 {
+		t.Errorf("%d fleets kept of 1000 stale ones", len(ls.fleets))
 	}
 }

@@ -76,7 +76,7 @@ func TestYieldCostGoOnly(t *testing.T) {
 	for _, clients := range []int{1, 2} {
 		var on, off []yieldRun
 		for r := 0; r < rounds; r++ {
-			off = append(off, goOnlyLoad(t, clients, dur, ratelimiter.WithYieldDelay(0)))
+			off = append(off, goOnlyLoad(t, clients, dur, ratelimiter.WithFairness(false)))
 			on = append(on, goOnlyLoad(t, clients, dur))
 		}
 		a, b := medianRun(on), medianRun(off)

@@ -37,11 +37,8 @@ type lane struct {
 type lanes struct {
 	mu     sync.Mutex
 	m      map[string]*lane
-	shares map[string]*share // who holds each window (fairness.go)
-	swept  int               // len(shares) after the last sweep
-	// followed is len(shares), read without mu so that a Client that
-	// follows no limiter skips the fairness bookkeeping on every call.
-	followed atomic.Int64
+	fleets map[string]*fleet // other writers of each window (fairness.go)
+	swept  int               // len(fleets) after the last sweep
 }
 
 // get returns the lane of key, making it if needed. Call with mu held.
@@ -271,11 +268,11 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	switch {
 	case strict:
 		form = formStrict
-	case len(batch) == 1 && !batch[0].detail && !c.following(l):
+	case len(batch) == 1 && !batch[0].detail:
 		form = formSingle
 	}
 	b := c.call(ctx, leave, batch[0].p, form, ns)
-	c.noteShare(l, batch[0].p, ns, b, form)
+	own := strict && c.ownWakes(l)
 	var refused []*request
 	var hints []time.Duration
 	var giveBack int64
@@ -284,7 +281,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 		if b.err == nil {
 			a.v = b.verdicts[i]
 		}
-		if strict && a.err == nil && a.v.err == nil && !a.v.res.Granted {
+		if strict && !own && a.err == nil && a.v.err == nil && !a.v.res.Granted {
 			refused, hints = append(refused, q), append(hints, a.v.res.RetryAfter)
 			continue
 		}
@@ -293,7 +290,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 		}
 	}
 	if strict {
-		c.requeue(l, len(batch), refused, hints, b.roundTrip)
+		c.requeue(l, len(batch), refused, hints, b.roundTrip, b.interval())
 	}
 	if giveBack > 0 {
 		c.giveBack(batch[0].p, giveBack)

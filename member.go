@@ -122,29 +122,57 @@ func DecodeMember(b []byte) (Member, error) {
 	return Member{}, fmt.Errorf("%w: permit record %x fits no known format", ErrCorruptState, b)
 }
 
-// newMember makes a fresh record for permits in format f. The random part
-// only has to keep records unique, so a fast non-cryptographic source does.
+// newMember makes a fresh record for permits in format f, marked as this
+// library's (goMark). The random part only has to keep records unique, so
+// a fast non-cryptographic source does.
 func newMember(f MemberFormat, permits uint32) []byte {
 	var random []byte
 	switch f {
 	case FormatLc0I:
-		random = strconv.AppendInt(nil, int64(rand.Uint64()), 10)
+		random = strconv.AppendInt([]byte(goMark), int64(rand.Uint64()), 10)
 	case FormatFI:
-		// Redisson rounds a random int64 to float32, which leaves about 2^25
-		// distinct values and makes equal records (lost permits) likely. Any
-		// finite float reads the same to every Redisson, so draw from all of
-		// them.
-		for {
-			bits := rand.Uint32()
-			if f := math.Float32frombits(bits); !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) {
-				random = binary.LittleEndian.AppendUint32(nil, bits)
-				break
-			}
-		}
+		// Redisson rounds a random int64 to float32: its exponent field is
+		// at most 190 (|x| <= 2^63). Ours is 192 to 254: a finite float
+		// that reads the same to every Redisson and that Redisson never
+		// writes, with about 2^30 distinct values.
+		bits := rand.Uint32()
+		exp := goFloatMinExp + bits%(255-goFloatMinExp)
+		random = binary.LittleEndian.AppendUint32(nil, bits&0x807fffff|exp<<23)
 	default:
-		random = binary.LittleEndian.AppendUint64(nil, rand.Uint64())
-		random = binary.LittleEndian.AppendUint64(random, rand.Uint64())
+		random = binary.LittleEndian.AppendUint64([]byte(goMark), rand.Uint64())
+		random = binary.LittleEndian.AppendUint32(random, rand.Uint32())
 	}
 	m, _ := EncodeMember(f, random, permits)
 	return m
+}
+
+// goMark starts the random part of every Bc0I and Lc0I record this
+// library writes. Redisson never reads a record's random part (it unpacks
+// the permits only), so the mark is invisible to it, and Redisson's own
+// random parts begin with these four bytes once in 2^32 records.
+const goMark = "GoRL"
+
+// goFloatMinExp is the lowest float32 exponent field of an fI record this
+// library writes; Redisson's are at most 190.
+const goFloatMinExp = 192
+
+// goMarked reports whether record b was written by this library (any
+// version that marks its records), from its random part.
+func goMarked(b []byte) bool {
+	m, err := DecodeMember(b)
+	return err == nil && m.GoMarked()
+}
+
+// GoMarked reports whether the record was written by this library: its
+// random part carries the mark this library writes since v0.1.0 (docs/
+// fairness.md); records of Redisson, and of earlier versions of this
+// library, are not marked.
+func (m Member) GoMarked() bool {
+	if m.Format == FormatFI {
+		if len(m.Random) != 4 {
+			return false
+		}
+		return binary.LittleEndian.Uint32(m.Random)>>23&0xff >= goFloatMinExp
+	}
+	return len(m.Random) >= len(goMark) && string(m.Random[:len(goMark)]) == goMark
 }

@@ -34,10 +34,10 @@ type Client struct {
 	perm    permState     // the user's permissions (permissions.go)
 	evict   evictionState // the server's eviction policy (eviction.go)
 
-	maxBatch   int           // WithMaxBatch; 1: no combining
-	yieldDelay time.Duration // WithYieldDelay (fairness.go)
-	lanes      lanes         // combining state per limiter in use (lane.go)
-	err        error
+	maxBatch int   // WithMaxBatch; 1: no combining
+	unfair   bool  // WithFairness(false) (fairness.go)
+	lanes    lanes // combining state per limiter in use (lane.go)
+	err      error
 }
 
 // Option configures a Client.
@@ -128,7 +128,7 @@ func WithMaxBatch(n int) Option {
 // do not panic: every call then fails with an error matching
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch, yieldDelay: defaultYieldDelay}
+	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch}
 	for _, o := range opts {
 		if o == nil {
 			c.err = errors.Join(c.err, invalid("nil option"))

@@ -27,8 +27,6 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 	c.lanes.mu.Lock()
 	l := c.lanes.get(p.laneKey())
 	switch {
-	case c.deferred(l, q):
-		c.lanes.mu.Unlock()
 	case len(l.waiting) > 0 || l.flying > 0:
 		// Behind the queued waiters, who are served first.
 		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
@@ -67,15 +65,56 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 			return false, err
 		}
 		q = newRequest(ctx, p, n, false)
-		q.limit, q.queued = limit, time.Now()
+		q.limit = limit
 		c.lanes.mu.Lock()
 		l = c.lanes.get(p.laneKey())
+		at, own := c.refusedWake(l, q, wake, a.v.res.Interval)
+		if own {
+			c.lanes.mu.Unlock()
+			if err := sleepUntil(ctx, at); err != nil {
+				return false, err
+			}
+			l = c.rejoin(q)
+			continue
+		}
+		q.queued = time.Now()
 		l.waiting = append(l.waiting, q)
 		if len(l.waiting) == 1 && l.flying == 0 {
-			c.arm(l, c.delayedFor(l, q, wake))
+			c.arm(l, at)
 		}
 		c.lanes.mu.Unlock()
 	}
+}
+
+// sleepUntil waits until at or until ctx is done (its error).
+func sleepUntil(ctx context.Context, at time.Time) error {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rejoin puts q, a waiter that waited on its own, at the tail of its
+// lane's waiters and has them served now; it returns the lane.
+func (c *Client) rejoin(q *request) *lane {
+	c.lanes.mu.Lock()
+	l := c.lanes.get(q.p.laneKey())
+	q.queued = time.Now()
+	l.waiting = append(l.waiting, q)
+	l.due = true
+	if l.busy {
+		c.lanes.mu.Unlock()
+		return l
+	}
+	batch, strict := c.next(l)
+	l.busy = true
+	c.lanes.mu.Unlock()
+	c.start(l, batch, strict)
+	return l
 }
 
 // fits reports whether a grant at wake is within q's limit.
@@ -144,7 +183,7 @@ func (c *Client) fire(l *lane) {
 // order, and sets the timer to the head's new hint. A waiter whose own
 // hint (never earlier than the head's) passes its limit or deadline is
 // answered now, so that it returns at once.
-func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt time.Duration) {
+func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt, interval time.Duration) {
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
 	l.flying -= sent
@@ -171,6 +210,7 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	l.due = len(keep) == 0 && len(l.waiting) > 0
 	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
-		c.arm(l, c.delayedFor(l, keep[0], head))
+		at, _ := c.refusedWake(l, keep[0], head, interval)
+		c.arm(l, at)
 	}
 }

@@ -35,7 +35,7 @@ func TestFairShareTable(t *testing.T) {
 		opts    []ratelimiter.Option
 	}
 	rows := []row{
-		{"one Client, WithYieldDelay(0)", 1, []ratelimiter.Option{ratelimiter.WithYieldDelay(0)}},
+		{"one Client, WithFairness(false)", 1, []ratelimiter.Option{ratelimiter.WithFairness(false)}},
 		{"one Client (default)", 1, nil},
 		{"two Clients (default)", 2, nil},
 		{"a Client per goroutine (default)", 0, nil},
