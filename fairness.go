@@ -2,10 +2,8 @@ package ratelimiter
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"time"
 )
 
@@ -26,8 +24,8 @@ import (
 // finds it instead of a constant.
 //
 // On a limiter whose window holds only marked records, the lane's waiters
-// wake together (one script call for all) at the head's hint plus up to
-// aloneJitter, except in a probe slot of probeSlot every probeEvery by
+// wake together (one script call for all) at the head's hint, except in a
+// probe slot of probeSlot every probeEvery by
 // the wall clock, shared by every Client, in which none calls: a
 // Redisson waiter starved so far takes a permit there, and the next
 // census sees it.
@@ -37,12 +35,11 @@ import (
 // blocked callers was refused.
 
 const (
-	aloneJitter = 10 * time.Millisecond
 	probeEvery  = 3 * time.Second
 	probeSlot   = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 
 	// The spread's start, bounds and step per census.
-	spreadStart = 50 * time.Millisecond
+	spreadStart = 30 * time.Millisecond
 	spreadMin   = time.Millisecond
 	spreadMax   = 400 * time.Millisecond
 	spreadStep  = 1.25
@@ -135,7 +132,7 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 		f.censusAt = now
 		go c.census(lim, l.key)
 	}
-	at, own := probed(wake.Add(rand.N(aloneJitter))), false
+	at, own := probed(wake), false
 	if f.shared(now) {
 		at, own = wake.Add(f.draw()), true
 	}
@@ -153,7 +150,7 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 
 // censusEvery is the least time between two censuses of one limiter.
 func censusEvery(interval time.Duration) time.Duration {
-	return max(interval, 250*time.Millisecond)
+	return max(interval/2, 250*time.Millisecond)
 }
 
 // probed moves a wake that falls in a probe slot to the slot's end.
@@ -198,9 +195,6 @@ func (c *Client) census(r *Limiter, key string) {
 
 // step notes a census that found ours and others' records in the window.
 func (f *fleet) step(now time.Time, ours, others int) {
-	if debugFair {
-		fmt.Fprintf(os.Stderr, "census %p ours=%d others=%d spread=%v\n", f, ours, others, f.spread)
-	}
 	if others == 0 {
 		if f.shared(now) {
 			f.spread = min(time.Duration(float64(f.spread)*spreadStep), spreadMax)
@@ -220,7 +214,6 @@ func (f *fleet) step(now time.Time, ours, others int) {
 // independent retries do.
 func (f *fleet) draw() time.Duration { return rand.N(f.spread) }
 
-var debugFair = os.Getenv("RL_FAIR_DEBUG") != ""
 
 // ownWakes reports whether l's refused waiters wait each on its own
 // (other writers share the limiter), rather than in the lane's queue.

@@ -121,8 +121,8 @@ func TestRefusedWakeBounds(t *testing.T) {
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
 	at, own := c.refusedWake(l, q, wake, time.Second)
-	if own || at.Before(wake) || at.Sub(wake) >= aloneJitter+probeSlot {
-		t.Errorf("alone: wake %v after the hint, own %v; want under %v, together", at.Sub(wake), own, aloneJitter+probeSlot)
+	if own || !at.Equal(probed(wake)) {
+		t.Errorf("alone: wake %v after the hint, own %v; want %v (probe slots only), together", at.Sub(wake), own, probed(wake).Sub(wake))
 	}
 	f := c.lanes.fleets["k"]
 	f.foreignUntil, f.spread = time.Now().Add(time.Minute), 30*time.Millisecond

@@ -19,14 +19,15 @@ type yieldRun struct {
 	p50, p99 float64 // Acquire latency, ms
 }
 
-// goOnlyLoad runs 4 goroutines in Acquire(1) on one fresh 25 per 500 ms
-// limiter for dur, spread over clients Clients made with opts.
+// goOnlyLoad runs goOnlyCallers goroutines in Acquire(1) on one fresh 25
+// per 500 ms limiter for dur, spread over clients Clients (each on its own
+// go-redis client, as pods would be) made with opts.
 func goOnlyLoad(t *testing.T, clients int, dur time.Duration, opts ...ratelimiter.Option) yieldRun {
 	rdb := newRedis(t)
 	name := uniqueName(t)
 	cs := make([]*ratelimiter.Client, clients)
 	for i := range cs {
-		cs[i] = ratelimiter.NewClient(rdb, opts...)
+		cs[i] = ratelimiter.NewClient(newRedis(t), opts...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Second)
 	defer cancel()
@@ -38,7 +39,7 @@ func goOnlyLoad(t *testing.T, clients int, dur time.Duration, opts ...ratelimite
 	var mu sync.Mutex
 	var lat []float64
 	var wg sync.WaitGroup
-	for g := 0; g < 4; g++ {
+	for g := 0; g < goOnlyCallers; g++ {
 		lim := cs[g%clients].Limiter(name)
 		wg.Add(1)
 		go func() {
@@ -64,27 +65,39 @@ func goOnlyLoad(t *testing.T, clients int, dur time.Duration, opts ...ratelimite
 	return r
 }
 
-// TestYieldCostGoOnly measures what fairness costs a fleet with no Java
-// waiters: 4 goroutines in Acquire on one limiter, through one Client or
-// two, with the default yield delay and with WithYieldDelay(0), in
-// alternating rounds. Yielding may not lower the grants by more than 5%.
-// go test -run TestYieldCostGoOnly -v . prints the rows (README,
-// "Fairness in a mixed fleet").
-func TestYieldCostGoOnly(t *testing.T) {
-	redistest.SkipIfShort(t, "yield cost rounds")
+// goOnlyCallers is how many goroutines goOnlyLoad runs, spread over
+// its Clients.
+const goOnlyCallers = 16
+
+// TestFairnessCostGoOnly measures what fairness costs a fleet with no
+// Java waiters: 16 goroutines in Acquire on one limiter, through 1, 4 or
+// 16 Clients, fairness on (the default) and off, in alternating rounds.
+// go test -run TestFairnessCostGoOnly -v . prints the rows
+// (docs/fairness.md). It asserts what does not depend on the machine's
+// speed: the grants (at least 97% of those with fairness off) and the
+// script calls per grant (at most 1.25x). Measured: the same grants in
+// every row; calls per grant within 2% with 1 and 4 Clients, 0.87x-1.18x
+// with 16 single-goroutine Clients, whose split between callers flips
+// from run to run with fairness on or off. So the band catches a
+// mechanism that adds a call per wake, not one that adds 10%.
+func TestFairnessCostGoOnly(t *testing.T) {
+	redistest.SkipIfShort(t, "fairness cost rounds")
 	const rounds, dur = 3, 2 * time.Second
-	for _, clients := range []int{1, 2} {
+	for _, clients := range []int{1, 4, 16} {
 		var on, off []yieldRun
 		for r := 0; r < rounds; r++ {
 			off = append(off, goOnlyLoad(t, clients, dur, ratelimiter.WithFairness(false)))
 			on = append(on, goOnlyLoad(t, clients, dur))
 		}
 		a, b := medianRun(on), medianRun(off)
-		t.Logf("YIELD COST %d Client(s), medians of %d rounds of %v: grants %d vs %d without yielding (%.3fx); script calls per grant %.2f vs %.2f; Acquire p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms",
-			clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
+		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, medians of %d rounds of %v: grants %d vs %d off (%.3fx); script calls per grant %.2f vs %.2f; Acquire p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms",
+			clients, goOnlyCallers/clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
 			float64(a.calls)/float64(a.grants), float64(b.calls)/float64(b.grants), a.p50, b.p50, a.p99, b.p99)
-		if a.grants*100 < b.grants*95 {
-			t.Errorf("%d Client(s): yielding granted %d, under 95%% of %d without (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
+		if a.grants*100 < b.grants*97 {
+			t.Errorf("%d Client(s): fairness on granted %d, under 97%% of %d off (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
+		}
+		if float64(a.calls)/float64(a.grants) > 1.25*float64(b.calls)/float64(b.grants) {
+			t.Errorf("%d Client(s): %.2f script calls per grant on, over 1.25x %.2f off", clients, float64(a.calls)/float64(a.grants), float64(b.calls)/float64(b.grants))
 		}
 	}
 }

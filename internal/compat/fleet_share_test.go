@@ -125,13 +125,14 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 // TestFleetShares measures Java's share of a 50/s limiter beside a Go
 // fleet of any shape, for the fairness work (docs/fairness-research.md).
 // It runs only with FLEET_EXPLORE set; it prints shares and asserts
-// nothing, like TestFairShareTable. Example:
+// nothing. Example:
 //
 //	FLEET_EXPLORE=1 FLEET_STRATS=lib,jitter50 FLEET_VERSIONS=4.7.0,3.16.3 \
 //	FLEET_SHAPES=1x4:4,4x1:4,2x2:4,8x1:8 FLEET_DUR=15s \
 //	go test ./internal/compat -run TestFleetShares -v -timeout 30m
 //
-// A shape KxG:T is K Clients of G goroutines beside T Java threads.
+// A shape KxG:T is K Clients of G goroutines beside T Java threads;
+// KxG:T/a:b has each Go call ask a permits and each Java call b.
 func TestFleetShares(t *testing.T) {
 	if os.Getenv("FLEET_EXPLORE") == "" {
 		t.Skip("set FLEET_EXPLORE=1 to measure fleet shares (minutes)")
@@ -142,14 +143,82 @@ func TestFleetShares(t *testing.T) {
 	dur, _ := time.ParseDuration(os.Getenv("FLEET_DUR"))
 	for _, v := range versions {
 		for _, sh := range shapes {
-			var k, g, j int
-			fmt.Sscanf(sh, "%dx%d:%d", &k, &g, &j)
 			for _, st := range strategies {
 				t.Run(v+"/"+sh+"/"+st, func(t *testing.T) {
-					r := runFleet(t, v, fleetSpec{clients: k, perClient: g, javaThreads: j, goN: 1, javaN: 1, dur: dur, strategy: st})
+					spec := parseShape(t, sh)
+					spec.dur, spec.strategy = dur, st
+					r := runFleet(t, v, spec)
 					t.Logf("FLEET %s %s %s java %d go %d share %.0f%%", v, sh, st, r.java, r.goSide, r.share())
 				})
 			}
 		}
 	}
+}
+
+// parseShape reads a shape KxG:T or KxG:T/a:b (see TestFleetShares).
+func parseShape(t *testing.T, sh string) fleetSpec {
+	s := fleetSpec{goN: 1, javaN: 1}
+	n, _ := fmt.Sscanf(sh, "%dx%d:%d/%d:%d", &s.clients, &s.perClient, &s.javaThreads, &s.goN, &s.javaN)
+	if n != 3 && n != 5 || s.clients < 1 || s.perClient < 1 || s.javaThreads < 1 {
+		t.Fatalf("shape %q: want KxG:T or KxG:T/a:b", sh)
+	}
+	return s
+}
+
+// fleetRow is one row of TestFleetTable: a shape and the share of the
+// permits Java should get, in percent.
+type fleetRow struct {
+	shape string
+	want  float64
+}
+
+// fleetRows are issue 19's rows: equal demand with 1, 2, 4 and 8 Go
+// Clients of 1 and 2 goroutines; unequal demand (8 goroutines beside one
+// Java thread, one goroutine beside 8); mixed sizes (5 and 1 permits per
+// call) at equal permit demand.
+var fleetRows = []fleetRow{
+	{"1x1:1", 50}, {"1x2:2", 50}, {"2x1:2", 50}, {"2x2:4", 50},
+	{"4x1:4", 50}, {"4x2:8", 50}, {"8x1:8", 50}, {"8x2:16", 50},
+	{"4x2:1", 100.0 / 9}, {"1x1:8", 800.0 / 9},
+	{"1x1:5/5:1", 50}, {"5x1:1/1:5", 50},
+}
+
+// TestFleetTable prints docs/fairness.md's table: for Redisson 4.7.0 and
+// 3.16.3 and every row of fleetRows, Java's share of the permits over
+// FLEET_RUNS runs (default 6) of FLEET_DUR (default 30s): mean, range and
+// the share the row asks for. It runs only with FLEET_TABLE set (about
+// an hour with the defaults) and asserts nothing:
+//
+//	FLEET_TABLE=1 go test ./internal/compat -run TestFleetTable -v -timeout 3h
+func TestFleetTable(t *testing.T) {
+	if os.Getenv("FLEET_TABLE") == "" {
+		t.Skip("set FLEET_TABLE=1 to measure the fairness table (an hour)")
+	}
+	runs, _ := strconv.Atoi(os.Getenv("FLEET_RUNS"))
+	if runs < 1 {
+		runs = 6
+	}
+	dur, err := time.ParseDuration(os.Getenv("FLEET_DUR"))
+	if err != nil {
+		dur = 30 * time.Second
+	}
+	out := []string{"| Redisson | Go Clients x goroutines : Java threads (/ permits per call) | Java's share, mean | range | asked |", "|---|---|---|---|---|"}
+	for _, v := range []string{"4.7.0", "3.16.3"} {
+		for _, row := range fleetRows {
+			spec := parseShape(t, row.shape)
+			spec.dur, spec.strategy = dur, "lib"
+			var shares []float64
+			for i := 0; i < runs; i++ {
+				shares = append(shares, runFleet(t, v, spec).share())
+			}
+			lo, hi, sum := shares[0], shares[0], 0.0
+			for _, x := range shares {
+				lo, hi, sum = min(lo, x), max(hi, x), sum+x
+			}
+			line := fmt.Sprintf("| %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% |", v, row.shape, sum/float64(runs), lo, hi, row.want)
+			t.Log(line)
+			out = append(out, line)
+		}
+	}
+	t.Logf("FLEET TABLE (%d runs of %v per row)\n%s", runs, dur, strings.Join(out, "\n"))
 }
