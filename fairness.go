@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"os"
 	"time"
 )
 
@@ -35,8 +36,8 @@ import (
 // blocked callers was refused.
 
 const (
-	probeEvery  = 3 * time.Second
-	probeSlot   = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
+	probeEvery = 3 * time.Second
+	probeSlot  = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 
 	// The spread's start, bounds and step per census.
 	spreadStart = 30 * time.Millisecond
@@ -79,13 +80,15 @@ type fleet struct {
 	censusAt     time.Time     // last census started
 	foreignUntil time.Time     // foreignFor intervals after the last foreign record seen
 	spread       time.Duration // bound of own wakes' delays while shared
+	refusedAt    time.Time     // a blocked caller was last refused
 }
 
-// fleetOf returns the fleet of l's limiter, making it when interval (from
-// a refusal) is known. Call with lanes.mu held.
+// fleetOf returns the fleet of l's limiter, making it if needed; interval
+// (from a reply; 0 when it did not say) updates what the fleet knows.
+// Call with lanes.mu held.
 func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 	f := ls.fleets[key]
-	if f == nil && interval > 0 {
+	if f == nil {
 		if ls.fleets == nil {
 			ls.fleets = make(map[string]*fleet)
 		}
@@ -93,7 +96,7 @@ func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 		f = &fleet{spread: spreadStart}
 		ls.fleets[key] = f
 	}
-	if f != nil && interval > 0 {
+	if interval > 0 {
 		f.interval = interval
 	}
 	return f
@@ -121,20 +124,22 @@ func (f *fleet) shared(now time.Time) bool { return f != nil && now.Before(f.for
 // refusedWake returns when a blocked caller q of lane l, refused with a
 // hint passing at wake, calls again, and whether it waits on its own
 // (true) or with the lane's waiters. It may start a census. Never past
-// q's limit or context deadline. Call with lanes.mu held.
+// q's limit or context deadline, never before wake less hintPad. Call
+// with lanes.mu held.
 func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration) (time.Time, bool) {
 	if c.unfair || c.maxBatch == 1 {
 		return wake, false
 	}
 	now := time.Now()
 	f := c.lanes.fleetOf(l.key, interval)
-	if lim, ok := q.p.(*Limiter); ok && f != nil && now.Sub(f.censusAt) >= censusEvery(f.interval) {
+	f.refusedAt = now
+	if lim, ok := q.p.(*Limiter); ok && now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
 		go c.census(lim, l.key)
 	}
 	at, own := probed(wake), false
 	if f.shared(now) {
-		at, own = wake.Add(f.draw()), true
+		at, own = wake.Add(f.draw()-hintPad), true
 	}
 	if !q.limit.IsZero() && at.After(q.limit) {
 		at = q.limit
@@ -142,11 +147,44 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	if dl, ok := q.ctx.Deadline(); ok && at.After(dl) {
 		at = dl
 	}
+	if own {
+		wake = wake.Add(-hintPad)
+	}
 	if at.Before(wake) {
 		return wake, own
 	}
 	return at, own
 }
+
+// deferred returns when q, a new blocking call of lane l, first calls,
+// and whether that is later than now: while other writers share the
+// limiter and a blocked caller was refused within the last interval, a
+// new call waits as a refused one does, so that a caller granted a
+// permit cannot take the next ones at once, one after another, before
+// the others' waiters wake. Call with lanes.mu held.
+func (c *Client) deferred(l *lane, q *request) (time.Time, bool) {
+	if c.unfair || c.maxBatch == 1 {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	f := c.lanes.fleets[l.key]
+	if !f.shared(now) || now.Sub(f.refusedAt) > f.interval {
+		return time.Time{}, false
+	}
+	at := now.Add(f.draw())
+	if !q.limit.IsZero() && at.After(q.limit) {
+		at = q.limit
+	}
+	if dl, ok := q.ctx.Deadline(); ok && at.After(dl) {
+		at = dl
+	}
+	return at, at.After(now)
+}
+
+// hintPad is what the scripts add to a wait hint, as Redisson's do: a
+// waiter that waits on its own starts its delay from the expiry itself,
+// so that its spread can also go below Redisson 3.16's retry at the hint.
+const hintPad = 3 * time.Millisecond
 
 // censusEvery is the least time between two censuses of one limiter.
 func censusEvery(interval time.Duration) time.Duration {
@@ -168,8 +206,13 @@ func probed(at time.Time) time.Time {
 func (c *Client) census(r *Limiter, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), censusTimeout)
 	defer cancel()
-	zs, err := c.rdb.ZRangeWithScores(ctx, r.keys.Permits, -censusRecords, -1).Result()
-	if err != nil || len(zs) == 0 {
+	pipe := c.rdb.Pipeline()
+	iv := pipe.HGet(ctx, r.keys.Config, "interval")
+	zr := pipe.ZRangeWithScores(ctx, r.keys.Permits, -censusRecords, -1)
+	_, _ = pipe.Exec(ctx)
+	ms, err := iv.Int64()
+	zs, err2 := zr.Result()
+	if err != nil || err2 != nil || ms <= 0 || len(zs) == 0 {
 		return
 	}
 	c.lanes.mu.Lock()
@@ -178,6 +221,7 @@ func (c *Client) census(r *Limiter, key string) {
 	if f == nil {
 		return
 	}
+	f.interval = time.Duration(min(ms, int64(maxHint/time.Millisecond))) * time.Millisecond
 	newest := zs[len(zs)-1].Score
 	var ours, others int
 	for _, z := range zs {
@@ -195,6 +239,9 @@ func (c *Client) census(r *Limiter, key string) {
 
 // step notes a census that found ours and others' records in the window.
 func (f *fleet) step(now time.Time, ours, others int) {
+	if dbg {
+		println("census", ours, others, f.spread.String(), f.shared(now))
+	}
 	if others == 0 {
 		if f.shared(now) {
 			f.spread = min(time.Duration(float64(f.spread)*spreadStep), spreadMax)
@@ -214,7 +261,6 @@ func (f *fleet) step(now time.Time, ours, others int) {
 // independent retries do.
 func (f *fleet) draw() time.Duration { return rand.N(f.spread) }
 
-
 // ownWakes reports whether l's refused waiters wait each on its own
 // (other writers share the limiter), rather than in the lane's queue.
 func (c *Client) ownWakes(l *lane) bool {
@@ -225,3 +271,5 @@ func (c *Client) ownWakes(l *lane) bool {
 	defer c.lanes.mu.Unlock()
 	return c.lanes.fleets[l.key].shared(time.Now())
 }
+
+var dbg = os.Getenv("RL_FAIR_DEBUG") != ""

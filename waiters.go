@@ -26,26 +26,14 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 	q.limit = limit
 	c.lanes.mu.Lock()
 	l := c.lanes.get(p.laneKey())
-	switch {
-	case len(l.waiting) > 0 || l.flying > 0:
-		// Behind the queued waiters, who are served first.
-		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
-			c.lanes.mu.Unlock()
-			if !q.fits(l.wakeAt) {
-				return false, nil // TryAcquireTimeout's own limit comes first
-			}
-			return false, q.beyond(l.wakeAt)
+	if at, ok := c.deferred(l, q); ok {
+		c.lanes.mu.Unlock()
+		if err := sleepUntil(ctx, at); err != nil {
+			return false, err
 		}
-		q.queued = time.Now()
-		l.waiting = append(l.waiting, q)
-		c.lanes.mu.Unlock()
-	case l.busy:
-		l.pending = append(l.pending, q)
-		c.lanes.mu.Unlock()
-	default:
-		l.busy = true
-		c.lanes.mu.Unlock()
-		c.start(l, []*request{q}, false)
+		l = c.rejoin(q)
+	} else if done, err := c.enter(l, q); done {
+		return false, err
 	}
 	for {
 		a := c.await(l, q)
@@ -115,6 +103,35 @@ func (c *Client) rejoin(q *request) *lane {
 	c.lanes.mu.Unlock()
 	c.start(l, batch, strict)
 	return l
+}
+
+// enter queues q, a new blocking call, in lane l: behind its waiters, in
+// its pending calls, or sent now. It reports done, with the call's error,
+// when q's limit (nil error) or deadline comes before the waiters' next
+// wake. Call with mu held; it unlocks.
+func (c *Client) enter(l *lane, q *request) (bool, error) {
+	switch {
+	case len(l.waiting) > 0 || l.flying > 0:
+		// Behind the queued waiters, who are served first.
+		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
+			c.lanes.mu.Unlock()
+			if !q.fits(l.wakeAt) {
+				return true, nil // TryAcquireTimeout's own limit comes first
+			}
+			return true, q.beyond(l.wakeAt)
+		}
+		q.queued = time.Now()
+		l.waiting = append(l.waiting, q)
+		c.lanes.mu.Unlock()
+	case l.busy:
+		l.pending = append(l.pending, q)
+		c.lanes.mu.Unlock()
+	default:
+		l.busy = true
+		c.lanes.mu.Unlock()
+		c.start(l, []*request{q}, false)
+	}
+	return false, nil
 }
 
 // fits reports whether a grant at wake is within q's limit.
