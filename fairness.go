@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"time"
 )
 
@@ -239,9 +238,6 @@ func (c *Client) census(r *Limiter, key string) {
 
 // step notes a census that found ours and others' records in the window.
 func (f *fleet) step(now time.Time, ours, others int) {
-	if dbg {
-		println("census", ours, others, f.spread.String(), f.shared(now))
-	}
 	if others == 0 {
 		if f.shared(now) {
 			f.spread = min(time.Duration(float64(f.spread)*spreadStep), spreadMax)
@@ -271,5 +267,3 @@ func (c *Client) ownWakes(l *lane) bool {
 	defer c.lanes.mu.Unlock()
 	return c.lanes.fleets[l.key].shared(time.Now())
 }
-
-var dbg = os.Getenv("RL_FAIR_DEBUG") != ""
