@@ -64,10 +64,11 @@ const (
 // (Redisson, or Go clients of versions that do not mark their records)
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
-// this library writes, waiters wake together up to 10 ms after their
-// hint. Off: waiters always wake together on their hint, and no census
-// is read. Fair wakes need the waiter queue: with WithMaxBatch(1) they
-// are off.
+// this library writes, waiters wake together on their hint, except that
+// none calls in a probe slot (110 ms in every 3 s of the wall clock).
+// Off: waiters always wake together on their hint, and no census is
+// read. Composites' waiters always wake on their hint. Fair wakes need
+// the waiter queue: with WithMaxBatch(1) they are off.
 func WithFairness(on bool) Option {
 	return func(c *Client) { c.unfair = !on }
 }
@@ -126,13 +127,14 @@ func (f *fleet) shared(now time.Time) bool { return f != nil && now.Before(f.for
 // q's limit or context deadline, never before wake less hintPad. Call
 // with lanes.mu held.
 func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration) (time.Time, bool) {
-	if c.unfair || c.maxBatch == 1 {
+	lim, ok := q.p.(*Limiter)
+	if c.unfair || c.maxBatch == 1 || !ok {
 		return wake, false
 	}
 	now := time.Now()
 	f := c.lanes.fleetOf(l.key, interval)
 	f.refusedAt = now
-	if lim, ok := q.p.(*Limiter); ok && now.Sub(f.censusAt) >= censusEvery(f.interval) {
+	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
 		go c.census(lim, l.key)
 	}
@@ -203,6 +205,9 @@ func probed(at time.Time) time.Time {
 // writers hold some and steps the spread toward an even split. A failed
 // read changes nothing.
 func (c *Client) census(r *Limiter, key string) {
+	if c.rdb == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), censusTimeout)
 	defer cancel()
 	pipe := c.rdb.Pipeline()

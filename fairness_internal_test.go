@@ -115,9 +115,10 @@ func TestProbed(t *testing.T) {
 // deadline; on its own only when other writers were seen.
 func TestRefusedWakeBounds(t *testing.T) {
 	c := NewClient(nil)
+	lim := c.Limiter("x")
 	l := &lane{key: "k"}
 	wake := time.Now().Add(10 * time.Millisecond)
-	q := newRequest(context.Background(), nil, 1, false)
+	q := newRequest(context.Background(), lim, 1, false)
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
 	at, own := c.refusedWake(l, q, wake, time.Second)
@@ -138,9 +139,12 @@ func TestRefusedWakeBounds(t *testing.T) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), wake)
 	defer cancel()
-	q = newRequest(ctx, nil, 1, false)
+	q = newRequest(ctx, lim, 1, false)
 	if at, _ = c.refusedWake(l, q, wake, 0); at.After(wake) {
 		t.Errorf("deadline at the hint: wake %v after it", at.Sub(wake))
+	}
+	if at, own = c.refusedWake(l, newRequest(ctx, c.All("x", "y"), 1, false), wake, 0); own || !at.Equal(wake) {
+		t.Errorf("composite: wake %v after the hint, own %v", at.Sub(wake), own)
 	}
 	c.unfair = true
 	if at, own = c.refusedWake(l, q, wake, 0); own || !at.Equal(wake) {
