@@ -82,6 +82,7 @@ func TestInterleavedAcquisitions(t *testing.T) {
 		if avail != 0 {
 			t.Fatalf("model: %d left, want 0", avail)
 		}
+		checkMarks(t, ctx, p, name, 2, 3) // a's grants: 1 and 3; b's: 2, 1 and 3
 		// Every permit taken (by both sides, several records) comes back after
 		// the interval: b waits on the hints for the whole rate.
 		if ok := must[bool](t, "tryAcquireTimeout")(p.b.tryAcquireTimeout(ctx, name, rate, 3*interval)); !ok {
@@ -101,6 +102,31 @@ func TestInterleavedAcquisitions(t *testing.T) {
 }
 
 func errOnly[T any](_ T, err error) error { return err }
+
+// checkMarks checks that the window of name holds a's and b's records
+// and that exactly Go's are marked (docs/fairness.md): Redisson read the
+// marked records as plain permits, and the library tells the two apart.
+func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int) {
+	t.Helper()
+	g, ok := p.a.(goSide)
+	goRecords := a
+	if !ok {
+		g, goRecords = p.b.(goSide), b
+	}
+	ms, err := rdb(t).ZRange(ctx, g.rl(name).Keys().Permits, 0, -1).Result()
+	check(t, err, "zrange")
+	marked := 0
+	for _, m := range ms {
+		rec, err := ratelimiter.DecodeMember([]byte(m))
+		check(t, err, "decode record")
+		if rec.GoMarked() {
+			marked++
+		}
+	}
+	if marked != goRecords || len(ms) != a+b {
+		t.Fatalf("%d of %d records marked, want %d of %d (Go's)", marked, len(ms), goRecords, a+b)
+	}
+}
 
 func TestPerClientBudgets(t *testing.T) {
 	bothWays(t, nil, func(t *testing.T, v string, p pair) {
