@@ -36,6 +36,7 @@ func (a *Composite) eval(ctx context.Context, args ...any) (any, error) {
 // prefix ("RLNOTINIT 2 ..."), to the sentinel errors wrapped with the
 // part's name; other errors go the way of every Redis error (Client.result).
 func (a *Composite) scriptError(err error) error {
+	err = innerScriptError(err)
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return a.c.result(err)

@@ -47,6 +47,7 @@ func invalid(format string, args ...any) error {
 // OOM, READONLY, NOPERM, raised inside a script or not) is returned
 // unchanged, so that callers can inspect the redis.Error.
 func scriptError(err error) error {
+	err = innerScriptError(err)
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
 		return err
@@ -69,6 +70,42 @@ func scriptError(err error) error {
 		return fmt.Errorf("%w: %s", ErrCorruptState, msg)
 	}
 	return err
+}
+
+// scriptRaised is an error a command raised inside a script, as Redis 7
+// and Valkey report it; innerScriptError makes it from Redis 6.2's words.
+type scriptRaised string
+
+func (e scriptRaised) Error() string { return string(e) }
+
+// RedisError marks scriptRaised as an error reply of the server.
+func (scriptRaised) RedisError() {}
+
+// innerScriptError returns the error that a command raised inside a
+// script as Redis 7 and Valkey report it ("READONLY ...", "WRONGTYPE
+// ..."), from Redis 6.2's wording, which wraps it: "ERR Error running
+// script (call to f_<sha>): @user_script:<line>: WRONGTYPE ..." when the
+// script did not catch it, "@user_script: <line>: -READONLY ..." when a
+// guarded script (scripts.go) passed it on. Other errors come back
+// unchanged.
+func innerScriptError(err error) error {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return err
+	}
+	msg := rerr.Error()
+	inner := msg
+	if strings.HasPrefix(inner, "ERR Error running script") {
+		_, inner, _ = strings.Cut(inner, "): ")
+	}
+	if !strings.HasPrefix(inner, "@user_script:") {
+		return err
+	}
+	for strings.HasPrefix(inner, "@user_script:") {
+		inner = strings.TrimLeft(inner[len("@user_script:"):], " 0123456789")
+		inner = strings.TrimLeft(strings.TrimPrefix(inner, ":"), " ")
+	}
+	return scriptRaised(strings.TrimPrefix(inner, "-"))
 }
 
 // LimiterError is how every error of a limiter's call reaches the caller:

@@ -47,6 +47,7 @@ func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 // errors become sentinel errors, and an ACL refusal makes the next call
 // probe the user's permissions again (permissions.go).
 func (c *Client) result(err error) error {
+	err = innerScriptError(err)
 	c.observe(err)
 	if aclRefusal(err) {
 		c.forgetPermissions()

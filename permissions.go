@@ -112,6 +112,7 @@ func (c *Client) permitted(ctx context.Context, keys []string, op string, need [
 // aclRefusal reports whether err is Redis refusing a command under the
 // ACL, inside a script or not.
 func aclRefusal(err error) bool {
+	err = innerScriptError(err)
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false

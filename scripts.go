@@ -34,17 +34,32 @@ var (
 
 var (
 	scriptAcquire    = redis.NewScript(luaAcquire)
-	scriptAcquireAll = redis.NewScript(luaAcquireAll)
+	scriptAcquireAll = redis.NewScript(guarded(luaAcquireAll))
 	// The acquire scripts for a server that may evict limiter keys
 	// (eviction.go): [0] allkeys-*, [1] volatile-*.
 	scriptAcquireEvicts    = [2]*redis.Script{evicts(luaAcquire, "allkeys"), evicts(luaAcquire, "volatile")}
-	scriptAcquireAllEvicts = [2]*redis.Script{evicts(luaAcquireAll, "allkeys"), evicts(luaAcquireAll, "volatile")}
-	scriptRelease          = redis.NewScript(luaLib + luaRelease)
-	scriptAvailable        = redis.NewScript(luaLib + luaAvailable)
-	scriptSetRate          = redis.NewScript(luaLib + luaSetRate)
-	scriptTrySetRate       = redis.NewScript(luaLib + luaTrySetRate)
+	scriptAcquireAllEvicts = [2]*redis.Script{evicts(guarded(luaAcquireAll), "allkeys"), evicts(guarded(luaAcquireAll), "volatile")}
+	scriptRelease          = redis.NewScript(guarded(luaLib + luaRelease))
+	scriptAvailable        = redis.NewScript(guarded(luaLib + luaAvailable))
+	scriptSetRate          = redis.NewScript(guarded(luaLib + luaSetRate))
+	scriptTrySetRate       = redis.NewScript(guarded(luaLib + luaTrySetRate))
 	scriptExpire           = redis.NewScript(luaExpire)
 )
+
+// guarded wraps a script that raises its errors with error({err = ...})
+// (lib.lua, acquire_all.lua) so that the caller gets that error reply on
+// every server: Redis 6.2's script error handler concatenates the error
+// with its source line and fails on a table. Inside pcall no handler
+// runs; an error table is returned as the reply, and a string (a Lua
+// error, or a command error as 6.2 raises it) becomes an error reply.
+// acquire.lua returns its errors and is sent unwrapped.
+func guarded(src string) string {
+	return "local function main()\n" + src + "\nend\n" +
+		"local ok, r = pcall(main)\n" +
+		"if ok then return r end\n" +
+		"if type(r) == 'table' and r.err then return r end\n" +
+		"return redis.error_reply(tostring(r))\n"
+}
 
 // evicts returns src with its EVICTS constant set to kind.
 func evicts(src, kind string) *redis.Script {

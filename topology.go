@@ -71,6 +71,7 @@ func topologyError(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
+	err = innerScriptError(err)
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()

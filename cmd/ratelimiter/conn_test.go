@@ -66,18 +66,19 @@ func TestURLUserPasswordDB(t *testing.T) {
 // rediss:// connects over TLS and verifies the server's certificate (here
 // against a CA given through SSL_CERT_FILE).
 func TestTLS(t *testing.T) {
-	if os.Getenv("REDIS_ADDR") != "" {
-		t.Skip("REDIS_ADDR is set: this test needs a redis-server of its own with TLS")
-	}
+	// StartTLS starts a server of its own even when REDIS_ADDR is set.
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
 	tlsPort := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv, err := redistest.Start(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
+	srv, note, err := redistest.StartTLS(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
 		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
 	if err != nil {
 		t.Fatalf("redis-server with TLS: %v", err)
+	}
+	if note != "" {
+		t.Log(note)
 	}
 	defer srv.Close()
 	name := uniqueName(t)
@@ -141,18 +142,19 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // refused, and --ca is refused with a file that holds no certificate or
 // with a plain redis:// URL.
 func TestTLSPrivateCA(t *testing.T) {
-	if os.Getenv("REDIS_ADDR") != "" {
-		t.Skip("REDIS_ADDR is set: this test needs a redis-server of its own with TLS")
-	}
+	// StartTLS starts a server of its own even when REDIS_ADDR is set.
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
 	otherCA, _, _ := writeCerts(t, t.TempDir())
 	tlsPort := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv, err := redistest.Start(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
+	srv, note, err := redistest.StartTLS(ctx, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", cert,
 		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no")
 	require.NoError(t, err)
+	if note != "" {
+		t.Log(note)
+	}
 	defer srv.Close()
 	name := uniqueName(t)
 	env := []string{"SSL_CERT_FILE=/dev/null", fmt.Sprintf("REDIS_URL=rediss://127.0.0.1:%d/0", tlsPort)}

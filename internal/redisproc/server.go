@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +61,31 @@ func StartWrapped(ctx context.Context, wrapper []string, args ...string) (*Serve
 	if err != nil {
 		return nil, ErrNoServer
 	}
+	return startBinary(ctx, wrapper, bin, args...)
+}
+
+// TLSFallback is the server StartTLS runs when the redis-server on PATH
+// was built without TLS: Debian's, which has it.
+const TLSFallback = "/usr/bin/redis-server"
+
+// StartTLS is Start for a server that must speak TLS (args carry the TLS
+// options): when the redis-server on PATH was built without TLS (the
+// Redis 6.2 and Valkey builds of scripts/servers.sh), it runs TLSFallback
+// instead and says so in note. REDIS_ADDR is not used.
+func StartTLS(ctx context.Context, args ...string) (s *Server, note string, err error) {
+	s, err = StartWrapped(ctx, nil, args...)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "tls") {
+		return s, "", err
+	}
+	if _, e := os.Stat(TLSFallback); e != nil {
+		return nil, "", fmt.Errorf("%w (and no %s to fall back to)", err, TLSFallback)
+	}
+	s, err = startBinary(ctx, nil, TLSFallback, args...)
+	return s, "the redis-server on PATH has no TLS; TLS runs on " + TLSFallback, err
+}
+
+// startBinary starts bin (wrapped by wrapper) on a free port.
+func startBinary(ctx context.Context, wrapper []string, bin string, args ...string) (*Server, error) {
 	cmdline := append(append([]string(nil), wrapper...), bin)
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {

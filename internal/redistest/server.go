@@ -16,6 +16,7 @@ type Server = redisproc.Server
 
 var (
 	Start        = redisproc.Start
+	StartTLS     = redisproc.StartTLS
 	StartWrapped = redisproc.StartWrapped
 	FreePort     = redisproc.FreePort
 	Ping         = redisproc.Ping
