@@ -18,7 +18,18 @@ APT_UPDATED := /tmp/.ratelimiter-apt-updated
 GO_REDIS_NEWEST ?= v9.23.0
 NEWEST_MOD := $(or $(TMPDIR),/tmp)/ratelimiter-go-redis-newest.mod
 
-.PHONY: demo test test-short test-newest test-oldest deps deps-redis deps-java peer vet bench bench-quick soak
+# REDIS_SERVER=/path/to/redis-server (or valkey-server) runs every harness
+# on that build: the Go harnesses and topologies/*.sh read it, and a PATH
+# shim (scripts/servers.sh) makes redis-server and redis-sentinel that
+# binary for the tools that look them up by name.
+ifneq ($(REDIS_SERVER),)
+SERVER_SHIM := $(shell bash scripts/servers.sh shim $(REDIS_SERVER))
+export PATH := $(SERVER_SHIM):$(PATH)
+export REDIS_SERVER
+export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
+endif
+
+.PHONY: demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
 
 demo: deps-redis
 	$(GO) run ./cmd/ratelimiter demo
@@ -33,6 +44,7 @@ test: deps vet
 	cd bench && $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	$(MAKE) test-newest
 	$(MAKE) test-oldest
+	$(MAKE) test-servers
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
@@ -45,6 +57,28 @@ test-newest: deps-redis
 	$(GO) get -modfile=$(NEWEST_MOD) github.com/redis/go-redis/v9@$(GO_REDIS_NEWEST)
 	$(GO) test -modfile=$(NEWEST_MOD) -short -race -count=1 -p 1 ./...
 	rm -f $(NEWEST_MOD) $(NEWEST_MOD:.mod=.sum)
+
+# The other servers our users run (README, "Supported servers"), fetched
+# and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
+# core suite without the long tests (-short), the Redisson compatibility
+# quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with
+# failover. The full suite runs on Debian's 7.0 above; `make test
+# REDIS_SERVER=...` runs all of it on another build.
+SERVERS ?= redis-6.2 valkey-9.1
+COMPAT_QUICK := TestConfig$$|TestInterleavedAcquisitions|TestReleaseAcrossSides|TestExpiryAcrossSides|TestErrorsAgree|TestCombinedRecords
+TOPOLOGY_TESTS := TestCluster$$|TestSentinel$$|TestFailoverCluster$$|TestFailoverSentinel$$
+servers:
+	bash scripts/servers.sh fetch
+
+test-servers: deps servers
+	@set -e; for s in $(SERVERS); do \
+	  bin=$$(bash scripts/servers.sh bin $$s); shim=$$(bash scripts/servers.sh shim $$bin); \
+	  echo "== $$s: $$($$bin --version)"; \
+	  export PATH=$$shim:$$PATH REDIS_SERVER=$$bin REDIS_SENTINEL=$$shim/redis-sentinel; \
+	  $(GO) test -short -race -count=1 -p 1 ./...; \
+	  COMPAT_VERSIONS=4.7.0,3.16.3 $(GO) test -count=1 -run '$(COMPAT_QUICK)' ./internal/compat; \
+	  $(GO) test -count=1 -run '$(TOPOLOGY_TESTS)' .; \
+	done
 
 # go.mod's go line is the oldest Go the core builds and passes with: the
 # quick suite once more on that toolchain (the Go module proxy serves it).

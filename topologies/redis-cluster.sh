@@ -21,12 +21,23 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODES=6
 NODE_TIMEOUT=${CLUSTER_NODE_TIMEOUT:-1000}
 
+# Redis 6.2 has no cluster-port: its bus listens on the port + 10000.
+if "$REDIS_SERVER" --version | grep -q ' v=6\.'; then
+	fixed_bus=1
+else
+	fixed_bus=
+fi
+
 write_conf() { # DIR PORT -> sets global busport (the cluster bus port)
-	busport=$(pick_port)
+	if [ -n "$fixed_bus" ]; then
+		busport=$(($2 + 10000))
+	else
+		busport=$(pick_port)
+	fi
 	{
 		common_conf "$1" "$2"
+		[ -n "$fixed_bus" ] || echo "cluster-port $busport"
 		cat <<EOF
-cluster-port $busport
 cluster-enabled yes
 cluster-config-file $1/nodes.conf
 cluster-node-timeout $NODE_TIMEOUT

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -335,6 +336,12 @@ func TestExpiryAcrossSides(t *testing.T) {
 			_, err := j.expire(ctx, limName(t, "probe"), time.Second, ratelimiter.ExpireNX)
 			if unsupported(err) {
 				t.Logf("Redisson %s has no conditional expire; skipped that part", v)
+				return false
+			}
+			if err != nil && strings.Contains(err.Error(), "Wrong number of args calling Redis command") {
+				// Redisson passes the condition to PEXPIRE, which takes
+				// none before Redis 7.0; the library decides it in Lua.
+				t.Logf("Redisson %s's conditional expire needs Redis 7.0 or later; skipped that part", v)
 				return false
 			}
 			check(t, err, "probe expire NX")

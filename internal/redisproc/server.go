@@ -57,11 +57,20 @@ func Start(ctx context.Context, args ...string) (*Server, error) {
 // its options: wrapper[0] is looked up on PATH and given the rest of
 // wrapper, the redis-server path and its arguments.
 func StartWrapped(ctx context.Context, wrapper []string, args ...string) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := exec.LookPath(Binary())
 	if err != nil {
 		return nil, ErrNoServer
 	}
 	return startBinary(ctx, wrapper, bin, args...)
+}
+
+// Binary is the server binary every harness runs: $REDIS_SERVER (a path,
+// as topologies/*.sh read it too), else redis-server on PATH.
+func Binary() string {
+	if b := os.Getenv("REDIS_SERVER"); b != "" {
+		return b
+	}
+	return "redis-server"
 }
 
 // TLSFallback is the server StartTLS runs when the redis-server on PATH
