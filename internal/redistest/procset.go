@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"runtime"
 	"strconv"
 	"strings"
@@ -201,7 +203,9 @@ func isOurProcess(n Node) bool {
 		return false
 	}
 	s := string(b)
-	return strings.Contains(s, "redis") && strings.Contains(s, ":"+strconv.Itoa(n.Port))
+	named := strings.Contains(s, "redis") || strings.Contains(s, "valkey") ||
+		strings.Contains(s, filepath.Base(redisproc.Binary()))
+	return named && strings.Contains(s, ":"+strconv.Itoa(n.Port))
 }
 
 // kill sends SIGKILL to n (a crash: no SHUTDOWN, no final sync to the
