@@ -123,7 +123,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 }
 
 // TestFleetShares measures Java's share of a 50/s limiter beside a Go
-// fleet of any shape, for the fairness work (docs/fairness-research.md).
+// fleet of any shape, for the fairness work (docs/fairness.md).
 // It runs only with FLEET_EXPLORE set; it prints shares and asserts
 // nothing. Example:
 //
