@@ -77,8 +77,13 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 		var cfg ratelimiter.Config
 		return action{
 			check: func(c *cli) error {
-				if *rate == 0 || *interval == 0 {
+				switch {
+				case *rate == 0 && *interval == 0:
 					return usagef("--rate and --interval are required")
+				case *rate < 1:
+					return usagef("--rate must be at least 1, got %d", *rate)
+				case *interval == 0:
+					return usagef("--interval is required (for example 1s, 500ms, 1m)")
 				}
 				m, err := parseMode(*mode)
 				if err != nil {

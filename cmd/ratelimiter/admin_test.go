@@ -88,6 +88,21 @@ func TestUpdateRate(t *testing.T) {
 	assert.Zero(t, n, "without --keep-state the state is reset")
 }
 
+// set-rate's messages name what is wrong; --version prints the build.
+func TestUsageMessages(t *testing.T) {
+	name := uniqueName(t)
+	r := failsWith(t, 2, cli(t, "set-rate", name, "--rate", "0", "--interval", "1s"))
+	assert.Contains(t, r.stderr, "--rate must be at least 1, got 0")
+	r = failsWith(t, 2, cli(t, "set-rate", name, "--rate", "5"))
+	assert.Contains(t, r.stderr, "--interval is required")
+	r = failsWith(t, 2, cli(t, "set-rate", name))
+	assert.Contains(t, r.stderr, "--rate and --interval are required")
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r = ok(t, cli(t, args...))
+		assert.Regexp(t, `^ratelimiter \S+ \(.*go1\.\d+`, r.stdout, args)
+	}
+}
+
 // acquire, release and available, with the refusals' exit codes and the
 // records they leave in Redis.
 func TestAcquireReleaseAvailable(t *testing.T) {
@@ -116,8 +131,8 @@ func TestAcquireReleaseAvailable(t *testing.T) {
 	assert.True(t, got.RetryAfter > 50_000 && got.RetryAfter <= 60_003, "hint %d", got.RetryAfter)
 	assert.Equal(t, "1", rdb.Get(ctx, "{"+name+"}:value").Val(), "a refusal takes nothing")
 
-	r = failsWith(t, 1, cli(t, "acquire", name, "-n", "4"))
-	assert.Contains(t, r.stderr, "cannot exceed")
+	r = failsWith(t, 2, cli(t, "acquire", name, "-n", "4")) // more than the rate: a usage error
+	assert.Contains(t, r.stderr, "more permits than the limiter's rate")
 
 	ok(t, cli(t, "release", name, "-n", "1"))
 	assert.Equal(t, "2", rdb.Get(ctx, "{"+name+"}:value").Val())

@@ -177,7 +177,9 @@ func (c *cli) finish(err error) int {
 		}
 		msg, code = fmt.Sprintf("limiter %q is not configured (set-rate or try-set-rate first)", name), 1
 	case errors.Is(err, ratelimiter.ErrPermitsExceedRate):
-		code = 1
+		// Asking for more than the rate can never be granted: a usage
+		// error, not a refusal.
+		msg = "asked for more permits than the limiter's rate (" + msg + ")"
 	case errors.Is(err, context.Canceled):
 		return 130
 	}

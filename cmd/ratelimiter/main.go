@@ -9,7 +9,9 @@
 // Global flags (--url, --cluster, --sentinel, --client-id, --format, -o)
 // go before or after the subcommand. Exit status: 0 done, 1 refused (not
 // granted, already configured, nothing changed, no such limiter), 2 usage
-// or connection error, with a one-line message on stderr.
+// or connection error (asking for more permits than the rate included),
+// with a one-line message on stderr. "ratelimiter --version" prints the
+// version it was built from.
 //
 // Run "ratelimiter help" for the subcommands and "ratelimiter
 // <subcommand> -h" for a subcommand's flags.
@@ -45,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	g.register(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			usage(stdout)
@@ -54,12 +57,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rest := fs.Args()
+	if *showVersion {
+		fmt.Fprintln(stdout, version())
+		return 0
+	}
 	if len(rest) == 0 {
 		usage(stderr)
 		return 2
 	}
 	if rest[0] == "help" {
 		usage(stdout)
+		return 0
+	}
+	if rest[0] == "version" {
+		fmt.Fprintln(stdout, version())
 		return 0
 	}
 	cmd, ok := commands[rest[0]]
