@@ -146,6 +146,12 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	return c
 }
 
+// Err returns the error that every call of the Client fails with because
+// it was made with invalid options or a nil Redis client (it matches
+// ErrInvalidArgument), or nil when the Client is usable. It sends nothing
+// to Redis: middlewares check it when they are built.
+func (c *Client) Err() error { return c.err }
+
 // ID returns the client id that names this client's PER_CLIENT keys.
 func (c *Client) ID() string { return c.id }
 

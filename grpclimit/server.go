@@ -101,9 +101,7 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*In
 		return nil, l.err
 	}
 	l.client = ratelimiter.NewClient(rdb, l.copts...)
-	// An invalid client option shows on the first limiter made; releasing
-	// 0 permits reports it and sends nothing.
-	if err := l.client.Limiter("probe").Release(context.Background(), 0); err != nil {
+	if err := l.client.Err(); err != nil {
 		return nil, fmt.Errorf("%w: client option: %w", ErrInvalidOption, err)
 	}
 	if l.rules != nil {
