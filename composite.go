@@ -24,7 +24,8 @@ const MaxParts = 16
 // its own beyond key names and is safe for concurrent use.
 type Composite struct {
 	c     *Client
-	name  string // the parts' names joined by "+" (Decision.Limiter)
+	name  string   // the parts' names joined by "+" (Decision.Limiter)
+	names []string // the parts' names (clock skew weighs their intervals)
 	parts []*Limiter
 	keys  []string // K1..K5 of every part, part after part
 	lane  string
@@ -40,7 +41,7 @@ type Composite struct {
 // whose keys do not share one hash slot give ErrCrossSlot (name the parts
 // with one hash tag: "user:{42}:sec", "user:{42}:hour").
 func (c *Client) All(names ...string) *Composite {
-	a := &Composite{c: c, name: strings.Join(names, "+"), err: c.err}
+	a := &Composite{c: c, name: strings.Join(names, "+"), names: slices.Clone(names), err: c.err}
 	if len(names) == 0 || len(names) > MaxParts {
 		a.err = errors.Join(a.err, invalid("%d limiters in a composite, not in [1, %d]", len(names), MaxParts))
 		return a
@@ -150,7 +151,7 @@ func (a *Composite) decided(d Decision, err error) error {
 		err = &LimiterError{Limiter: a.name, Err: err}
 	}
 	d.Err = err
-	a.c.decided(d)
+	a.c.decided(d, a.names...)
 	return err
 }
 

@@ -117,9 +117,11 @@ func ErrorKind(err error) string {
 }
 
 // decided reports d to the Decision hook, if there is one, and starts a
-// clock measurement in the background when one is due (skew.go).
-func (c *Client) decided(d Decision) {
-	c.skew.tick(c, &d)
+// clock measurement in the background when one is due (skew.go). names
+// are the limiters whose intervals the measurement weighs the skew
+// against: d.Limiter when none are given (a composite gives its parts).
+func (c *Client) decided(d Decision, names ...string) {
+	c.skew.tick(c, &d, names)
 	if c.hooks.Decision != nil {
 		c.hooks.Decision(d)
 	}

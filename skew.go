@@ -95,12 +95,17 @@ type skewState struct {
 // a measurement in the background when one is due. It costs two atomic
 // loads (and one sync.Map lookup for the first 64 names) when nothing is
 // due, and never waits for Redis.
-func (s *skewState) tick(c *Client, d *Decision) {
+func (s *skewState) tick(c *Client, d *Decision, names []string) {
 	if d.RoundTrip == 0 {
 		return // nothing reached Redis
 	}
 	if s.nNames.Load() < maxSkewNames {
-		s.remember(d.Limiter)
+		if len(names) == 0 {
+			s.remember(d.Limiter)
+		}
+		for _, n := range names {
+			s.remember(n)
+		}
 	}
 	if s.idle.Load() || s.every < 0 {
 		return

@@ -75,6 +75,26 @@ func TestClockSkewMeasuredAtFirstUse(t *testing.T) {
 }
 
 // A fake clock that stands still is measured as itself minus Redis time.
+// A Client used only through a composite (as every WithRules middleware
+// does) weighs the skew against its parts' intervals: the shortest part's.
+func TestClockSkewThroughComposite(t *testing.T) {
+	ctx := context.Background()
+	ch, hooks := skews()
+	c := ratelimiter.NewClient(newRedis(t), aheadBy(700*time.Millisecond), hooks)
+	setup := ratelimiter.NewClient(newRedis(t))
+	a, b := uniqueName(t)+"-s", uniqueName(t)+"-h"
+	for name, iv := range map[string]time.Duration{a: time.Second, b: time.Hour} {
+		_, err := setup.Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: iv})
+		require.NoError(t, err)
+	}
+	_, err := c.All(a, b).TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	m := nextSkew(t, ch)
+	require.NoError(t, m.Err)
+	require.Equal(t, time.Second, m.Interval, "the shortest part's interval")
+	require.True(t, m.Large, "offset %v against a 1s interval", m.Offset)
+}
+
 func TestClockSkewFakeClock(t *testing.T) {
 	clock := newFakeClock()
 	clock.Advance(-2 * time.Second)
