@@ -54,15 +54,33 @@ func (k Keys) sameSlot() bool {
 	return true
 }
 
+// sameTag reports whether all five keys hash by one tag, as go-redis's
+// Ring shards them: the hash tag if the key has one, else the whole key.
+func (k Keys) sameTag() bool {
+	keys := k.all()
+	for _, key := range keys[1:] {
+		if keyTag(key) != keyTag(keys[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// keyTag is the part of key that Redis Cluster and go-redis's Ring hash:
+// the text between the first '{' and the next '}' if not empty, else key.
+func keyTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}
+
 // keySlot is Redis Cluster's HASH_SLOT: CRC16 of the key, or of its hash
 // tag (the text between the first '{' and the next '}', if not empty).
 func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return crc16(key) & 16383
+	return crc16(keyTag(key)) & 16383
 }
 
 // crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses.

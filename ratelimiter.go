@@ -27,6 +27,7 @@ type Client struct {
 	format  MemberFormat
 	clock   func() time.Time
 	cluster bool
+	ring    bool          // rdb is a *redis.Ring: keys are sharded by their hash tag
 	ack     replicaAck    // WithReplicaAck; zero: off
 	refresh refresher     // cluster slot map reloads (topology.go)
 	hooks   Hooks         // WithHooks
@@ -143,6 +144,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		c.err = errors.Join(c.err, invalid("nil redis client"))
 	}
 	_, c.cluster = rdb.(*redis.ClusterClient)
+	_, c.ring = rdb.(*redis.Ring)
 	return c
 }
 
@@ -162,8 +164,9 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // Limiter returns the limiter called name. It sends nothing to Redis;
 // a limiter must be configured (TrySetRate or SetRate, from Go or Java)
 // before permits can be taken. An invalid name (empty, or on a cluster
-// client one whose keys would not share a slot) makes every call of the
-// limiter fail with ErrInvalidArgument or ErrCrossSlot.
+// client one whose keys would not share a slot, or on a go-redis Ring one
+// whose keys would not share a hash tag, and so a shard) makes every call
+// of the limiter fail with ErrInvalidArgument or ErrCrossSlot.
 func (c *Client) Limiter(name string) *Limiter {
 	r := &Limiter{c: c, name: name, err: c.err}
 	if name == "" {
@@ -180,7 +183,7 @@ func (c *Client) Limiter(name string) *Limiter {
 	}
 	r.keys = keysFor(raw, c.id)
 	r.keyList = r.keys.all()
-	if c.cluster && !r.keys.sameSlot() {
+	if c.cluster && !r.keys.sameSlot() || c.ring && !r.keys.sameTag() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
 	return r
