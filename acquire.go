@@ -76,11 +76,21 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 	if err := t.check(checkPermits(n)); err != nil {
 		return Result{}, t.decided(d, err)
 	}
+	c := t.client()
+	if !c.noLocal {
+		if res, ok := c.refusals.lookup(t.laneKey(), n, detail, c.clock()); ok {
+			d.RetryAfter, d.Local = res.RetryAfter, true
+			return res, t.decided(d, nil)
+		}
+	}
 	var a answer
-	if c := t.client(); c.maxBatch == 1 {
+	if c.maxBatch == 1 {
 		a = direct(ctx, t, n, detail)
 	} else {
 		a = c.submit(newRequest(ctx, t, n, detail))
+	}
+	if !c.noLocal && a.err == nil && a.v.err == nil {
+		c.refusals.note(t.laneKey(), n, a.v.res, c.clock())
 	}
 	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch
 	return a.v.res, t.decided(d, firstErr(a.err, a.v.err))

@@ -82,6 +82,7 @@ func (c Config) Validate() error {
 // re-created limiter that started empty would grant its rate again
 // (README, "Eviction"). State that is still there carries on.
 func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
+	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
@@ -120,6 +121,7 @@ func (r *Limiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRateOpt
 }
 
 func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
+	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}

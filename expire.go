@@ -134,6 +134,7 @@ func ttlDuration(ms int64) time.Duration {
 // Delete deletes all five keys of the limiter and reports whether any
 // existed.
 func (r *Limiter) Delete(ctx context.Context) (bool, error) {
+	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(nil); err != nil {
 		return false, err
 	}

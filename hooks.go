@@ -79,6 +79,10 @@ type Decision struct {
 	// decided together, this one included: 1 without combining, 0 when
 	// nothing was sent.
 	Batch int
+	// Local is true when the Client refused the call without a Redis call,
+	// from an earlier refusal of the limiter whose hint has not passed
+	// (WithLocalRefusals).
+	Local bool
 	// Err is the error the call returned, or nil.
 	Err error
 }

@@ -17,6 +17,7 @@ import "context"
 // MaxPermits, and ErrNotInitialized when the limiter is not configured.
 // Redisson has release since 3.52.
 func (r *Limiter) Release(ctx context.Context, n int64) error {
+	defer r.c.refusals.forget() // local refusals may no longer hold
 	if n < 0 || n > MaxPermits {
 		return r.check(invalid("permits %d out of range [0, %d]", n, int64(MaxPermits)))
 	}

@@ -35,9 +35,11 @@ type Client struct {
 	perm    permState     // the user's permissions (permissions.go)
 	evict   evictionState // the server's eviction policy (eviction.go)
 
-	maxBatch int   // WithMaxBatch; 1: no combining
-	unfair   bool  // WithFairness(false) (fairness.go)
-	lanes    lanes // combining state per limiter in use (lane.go)
+	maxBatch int      // WithMaxBatch; 1: no combining
+	unfair   bool     // WithFairness(false) (fairness.go)
+	noLocal  bool     // WithLocalRefusals(false) (localrefusal.go)
+	refusals refusals // local refusals by lane key
+	lanes    lanes    // combining state per limiter in use (lane.go)
 	err      error
 }
 

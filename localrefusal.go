@@ -1,0 +1,105 @@
+package ratelimiter
+
+import (
+	"sync"
+	"time"
+)
+
+// Local refusals (README, "Local refusals"). Under overload most
+// decisions are refusals, and each would be a full script call. So after
+// Redis refuses n permits of a limiter with the hint d, the Client refuses
+// the non-blocking calls (Allow, TryAcquire) that ask the same limiter for
+// n permits until d has passed, with the rest of the hint and no Redis
+// call (other counts go to Redis: their hints differ). A local answer is only ever a refusal: every grant comes
+// from Redis. What can make one stale, and its bound:
+//   - this Client's own Release, SetRate, UpdateRate, TrySetRate or Delete
+//     forgets every local refusal at once;
+//   - other clients' releases and rate changes, and records that Redisson
+//     stamped ahead of this Client's clock, are seen at the latest when
+//     the hint ends: a caller is refused for up to d that Redis would
+//     have granted.
+// Blocking calls never use them (their waiters already wait the hint),
+// and WithLocalRefusals(false) turns them off.
+
+// maxRefusals bounds the limiters a Client keeps a local refusal for;
+// ended ones are dropped first when it is reached.
+const maxRefusals = 4096
+
+// WithLocalRefusals turns local refusals on (the default) or off. When
+// on, after Redis refuses a call of a limiter with a wait hint, this
+// Client refuses the non-blocking calls (Allow, TryAcquire) of that
+// limiter that ask for as many permits until the hint has passed, without
+// a Redis call; the Decision of such a call has Local set, and its Result
+// is the refusal's with RetryAfter and ResetAfter counted down. This
+// Client's own Release, SetRate, UpdateRate, TrySetRate and Delete end
+// them at once; other clients' releases and rate changes are seen when
+// the hint ends.
+func WithLocalRefusals(on bool) Option {
+	return func(c *Client) { c.noLocal = !on }
+}
+
+// refusal is the last refusal Redis gave a limiter's non-blocking call.
+type refusal struct {
+	until time.Time // when the refused records expire: the hint less hintPad
+	n     int64     // the permits refused (other asks go to Redis)
+	res   Result    // the reply, for Allow's other fields
+	at    time.Time // when the reply came
+}
+
+// refusals holds a Client's local refusals by lane key.
+type refusals struct {
+	mu sync.Mutex
+	m  map[string]refusal
+}
+
+// lookup returns the local refusal of n permits of the limiter key at
+// now, if one holds: Redis refused the same n, with a reply that has
+// every field of Result when detail asks for them.
+func (rs *refusals) lookup(key string, n int64, detail bool, now time.Time) (Result, bool) {
+	rs.mu.Lock()
+	r, ok := rs.m[key]
+	rs.mu.Unlock()
+	if !ok || n != r.n || detail && r.res.Limit == 0 || !now.Before(r.until) {
+		return Result{}, false
+	}
+	res := r.res
+	res.RetryAfter = max(r.until.Sub(now)+hintPad, time.Millisecond)
+	res.ResetAfter = max(res.ResetAfter-now.Sub(r.at), 0)
+	return res, true
+}
+
+// note records what Redis answered a non-blocking call of n permits of
+// the limiter key at now: a refusal with a hint starts a local refusal; a
+// grant ends the one there was.
+func (rs *refusals) note(key string, n int64, res Result, now time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if res.Granted || res.RetryAfter <= 0 {
+		delete(rs.m, key)
+		return
+	}
+	if rs.m == nil {
+		rs.m = make(map[string]refusal)
+	}
+	if len(rs.m) >= maxRefusals {
+		for k, r := range rs.m {
+			if !now.Before(r.until) {
+				delete(rs.m, k)
+			}
+		}
+		if len(rs.m) >= maxRefusals {
+			return
+		}
+	}
+	// The hint carries Redisson's 3 ms on top of when the records expire
+	// (hintPad): a local refusal ends when they do.
+	rs.m[key] = refusal{until: now.Add(res.RetryAfter - hintPad), n: n, res: res, at: now}
+}
+
+// forget ends every local refusal: this Client changed what a limiter
+// holds or allows.
+func (rs *refusals) forget() {
+	rs.mu.Lock()
+	clear(rs.m)
+	rs.mu.Unlock()
+}
