@@ -3,12 +3,22 @@
 -- (NX, XX, GT, LT). Returns 1 when any key changed. The condition is
 -- decided here, from each key's PTTL, rather than passed to PEXPIRE:
 -- Redis 6.2's PEXPIRE takes no condition. As in Redis 7, a key without a
--- TTL counts as expiring never for GT and LT.
+-- TTL counts as expiring never for GT and LT. Every read comes before the
+-- first write (one command on every key), so that a refusal leaves
+-- nothing changed.
 local cond = ARGV[3]
-local now
-if cond and ARGV[1] == 'PEXPIREAT' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local go = {}
+if cond and ARGV[1] ~= 'PERSIST' then
+  local want = tonumber(ARGV[2])
+  if ARGV[1] == 'PEXPIREAT' then
+    local t = redis.call('TIME') -- compare what is left
+    want = want - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
+  for i = 1, #KEYS do
+    local ttl = redis.call('PTTL', KEYS[i])
+    go[i] = ttl ~= -2 and ((cond == 'NX' and ttl == -1) or (cond == 'XX' and ttl >= 0) or
+      (cond == 'GT' and ttl >= 0 and want > ttl) or (cond == 'LT' and (ttl == -1 or want < ttl)))
+  end
 end
 local changed = 0
 for i = 1, #KEYS do
@@ -17,27 +27,8 @@ for i = 1, #KEYS do
     r = redis.call('PERSIST', KEYS[i])
   elseif not cond then
     r = redis.call(ARGV[1], KEYS[i], ARGV[2])
-  else
-    local ttl = redis.call('PTTL', KEYS[i])
-    local go = false
-    if ttl ~= -2 then
-      local want = tonumber(ARGV[2])
-      if now then
-        want = want - now -- PEXPIREAT: compare what is left
-      end
-      if cond == 'NX' then
-        go = ttl == -1
-      elseif cond == 'XX' then
-        go = ttl >= 0
-      elseif cond == 'GT' then
-        go = ttl >= 0 and want > ttl
-      elseif cond == 'LT' then
-        go = ttl == -1 or want < ttl
-      end
-    end
-    if go then
-      r = redis.call(ARGV[1], KEYS[i], ARGV[2])
-    end
+  elseif go[i] then
+    r = redis.call(ARGV[1], KEYS[i], ARGV[2])
   end
   if r == 1 then
     changed = 1
