@@ -199,20 +199,7 @@ local member = ARGV[2]
 if not single then
   member = member .. struct.pack('<I', total)
 end
--- Never stamp before the window's newest record (unless that one is more
--- than an interval ahead of this clock): a newer record means this call
--- was held after it read its clock (a stall) or that this clock is behind
--- another writer's, and a stale stamp would free these permits before
--- the newer ones, letting more than the rate through in real time.
-local stamp = ARGV[1]
-if total > 0 and redis.call('ZCOUNT', permitsKey, '(' .. ARGV[1], '+inf') > 0 then
-  local newest = redis.call('ZRANGE', permitsKey, -1, -1, 'WITHSCORES')
-  local at = tonumber(newest[2])
-  if at and at - now <= interval then
-    stamp = newest[2]
-  end
-end
-if total > 0 and redis.call('ZADD', permitsKey, 'NX', stamp, member) == 0 then
+if total > 0 and redis.call('ZADD', permitsKey, 'NX', ARGV[1], member) == 0 then
   return -1
 end
 if lost > 0 then
@@ -224,7 +211,7 @@ if lost > 0 then
     p = string.sub(p, 1, -5)
   end
   p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
-  redis.call('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
+  redis.call('ZADD', permitsKey, ARGV[1], p .. struct.pack('<I', lost))
 end
 if #old > 0 then
   redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)

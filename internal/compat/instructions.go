@@ -41,7 +41,9 @@ var instructionPaths = []struct {
 // out (0). It fails when a call fails or does not take the path counted
 // (checked by the permits left afterwards).
 func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis.Client, peer *Peer, prefix string, fill, n int) ([]Instructions, error) {
-	g := ratelimiter.NewClient(rdb)
+	// Local refusals off: the refused path measures the script, which a
+	// Client's first refusal of an ask still runs.
+	g := ratelimiter.NewClient(rdb, ratelimiter.WithLocalRefusals(false))
 	baseline := redis.NewScript(`return redis.call('EXISTS', KEYS[1])`)
 	var out []Instructions
 	for _, path := range instructionPaths {
