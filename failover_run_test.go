@@ -327,6 +327,30 @@ func (s *stallWatch) watch(stop <-chan struct{}) {
 	}
 }
 
+// longest returns the longest stall recorded (0 if none).
+func (s *stallWatch) longest() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var m time.Duration
+	for _, st := range s.list {
+		m = max(m, st.gap)
+	}
+	return m
+}
+
+// watchStalls starts a stallWatch; the function it returns stops it and
+// returns the longest stall.
+func watchStalls() func() time.Duration {
+	s := &stallWatch{done: make(chan struct{})}
+	stop := make(chan struct{})
+	go s.watch(stop)
+	return func() time.Duration {
+		close(stop)
+		<-s.done
+		return s.longest()
+	}
+}
+
 // excuses reports whether a stall of the test process inside call r covers
 // its lateness: then the call is not late, this process was not running
 // (seen under -race on 2 cores: 0.4-0.5 s stalls).

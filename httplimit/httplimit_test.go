@@ -307,7 +307,7 @@ func TestRefusalHandler(t *testing.T) {
 func TestRedisFailure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	own, err := redistest.Start(ctx)
+	own, err := redistest.StartWrapped(ctx, nil) // its own, even with REDIS_ADDR set: it closes it
 	require.NoError(t, err)
 	addr := own.Addr()
 	require.NoError(t, own.Close())
