@@ -55,12 +55,12 @@ test-newest: deps-redis
 	cp go.mod $(NEWEST_MOD)
 	cp go.sum $(NEWEST_MOD:.mod=.sum)
 	$(GO) get -modfile=$(NEWEST_MOD) github.com/redis/go-redis/v9@$(GO_REDIS_NEWEST)
-	$(GO) test -modfile=$(NEWEST_MOD) -short -race -count=1 -p 1 ./...
+	$(GO) test -modfile=$(NEWEST_MOD) -short -count=1 -p 1 ./...
 	rm -f $(NEWEST_MOD) $(NEWEST_MOD:.mod=.sum)
 
 # The other servers our users run (README, "Supported servers"), fetched
 # and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
-# core suite without the long tests (-short), the Redisson compatibility
+# core suite without the long tests (-short; the race detector ran above), the Redisson compatibility
 # quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with
 # failover. The full suite runs on Debian's 7.0 above; `make test
 # REDIS_SERVER=...` runs all of it on another build.
@@ -75,7 +75,7 @@ test-servers: deps servers
 	  bin=$$(bash scripts/servers.sh bin $$s); shim=$$(bash scripts/servers.sh shim $$bin); \
 	  echo "== $$s: $$($$bin --version)"; \
 	  export PATH=$$shim:$$PATH REDIS_SERVER=$$bin REDIS_SENTINEL=$$shim/redis-sentinel; \
-	  $(GO) test -short -race -count=1 -p 1 ./...; \
+	  $(GO) test -short -count=1 -p 1 ./...; \
 	  COMPAT_VERSIONS=4.7.0,3.16.3 $(GO) test -count=1 -run '$(COMPAT_QUICK)' ./internal/compat; \
 	  $(GO) test -count=1 -run '$(TOPOLOGY_TESTS)' .; \
 	done
