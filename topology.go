@@ -80,7 +80,9 @@ func topologyError(err error) bool {
 				return true
 			}
 		}
-		return false
+		// Valkey (and Redis 7) refuse a script whose keys moved away
+		// during a slot migration with this instead of MOVED.
+		return strings.Contains(msg, "non local key")
 	}
 	var nerr net.Error
 	return errors.As(err, &nerr) ||
