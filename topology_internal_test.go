@@ -64,10 +64,10 @@ func TestReadOnlyInScriptRefreshesTopology(t *testing.T) {
 func TestTopologyErrorWords(t *testing.T) {
 	for msg, want := range map[string]bool{
 		"MOVED 3999 127.0.0.1:6381": true,
-		"ERR Script attempted to access a non local key in a cluster node script: abc, on @user_script:12.": true,
+		"ERR Script attempted to access a non local key in a cluster node script: abc, on @user_script:12.":                                 true,
 		"ERR Error running script (call to f_0): @user_script:19: @user_script: 19: -READONLY You can't write against a read only replica.": true,
-		"WRONGTYPE Operation against a key holding the wrong kind of value": false,
-		"NOPERM this user has no permissions to run the 'zadd' command": false,
+		"WRONGTYPE Operation against a key holding the wrong kind of value":                                                                 false,
+		"NOPERM this user has no permissions to run the 'zadd' command":                                                                     false,
 	} {
 		if got := topologyError(scriptRaised(msg)); got != want {
 			t.Errorf("topologyError(%q) = %v, want %v", msg, got, want)

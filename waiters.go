@@ -28,7 +28,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 	l := c.lanes.get(p.laneKey())
 	if at, ok := c.deferred(l, q); ok {
 		c.lanes.mu.Unlock()
-		if err := sleepUntil(ctx, at); err != nil {
+		if err := sleepUntil(ctx, at, d); err != nil {
 			return false, err
 		}
 		l = c.rejoin(q)
@@ -59,7 +59,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		at, own := c.refusedWake(l, q, wake, a.v.res.Interval)
 		if own {
 			c.lanes.mu.Unlock()
-			if err := sleepUntil(ctx, at); err != nil {
+			if err := sleepUntil(ctx, at, d); err != nil {
 				return false, err
 			}
 			l = c.rejoin(q)
@@ -74,8 +74,11 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 	}
 }
 
-// sleepUntil waits until at or until ctx is done (its error).
-func sleepUntil(ctx context.Context, at time.Time) error {
+// sleepUntil waits until at or until ctx is done (its error), and counts
+// the wait in d.Waited.
+func sleepUntil(ctx context.Context, at time.Time, d *Decision) error {
+	start := time.Now()
+	defer func() { d.Waited += time.Since(start) }()
 	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
 	select {
@@ -99,6 +102,11 @@ func (c *Client) rejoin(q *request) *lane {
 		return l
 	}
 	batch, strict := c.next(l)
+	if batch == nil { // nothing to send (take skips only callers that left)
+		c.lanes.dropIfIdle(l)
+		c.lanes.mu.Unlock()
+		return l
+	}
 	l.busy = true
 	c.lanes.mu.Unlock()
 	c.start(l, batch, strict)
