@@ -142,7 +142,7 @@ func TestCombiningLimitHoldsAcrossClients(t *testing.T) {
 	require.NoError(t, err)
 
 	stop := make(chan struct{})
-	records := sampleRecords(t, newRedis(t), clients[0].Keys().Permits, stop)
+	records := sampleRecords(t, newRedis(t), clients[0].Keys().Permits, interval, stop)
 	stalls := watchStalls()
 	var granted atomic.Int64
 	var wg sync.WaitGroup
@@ -207,13 +207,17 @@ type record struct {
 	permits int64
 }
 
-// sampleRecords reads the permits key every 5 ms until stop is closed and
-// returns every record seen once: records live at least one interval, so
-// with intervals far above 5 ms none is missed.
-func sampleRecords(t *testing.T, rdb *redis.Client, key string, stop <-chan struct{}) <-chan []record {
+// sampleRecords collects every record of key it sees, sampling every 5 ms
+// until stop, for a limiter of the given interval. A record that vanished
+// before its interval had passed (by the first sample that missed it) was
+// released (a caller that had gone gives its grant back, Release rewrites
+// or removes the newest records): its permits came back, so it is left
+// out, else a window would count them twice.
+func sampleRecords(t *testing.T, rdb *redis.Client, key string, interval time.Duration, stop <-chan struct{}) <-chan []record {
 	out := make(chan []record, 1)
 	go func() {
 		seen := map[string]record{}
+		released := map[string]bool{}
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for done := false; !done; {
@@ -222,14 +226,24 @@ func sampleRecords(t *testing.T, rdb *redis.Client, key string, stop <-chan stru
 				done = true
 			case <-tick.C:
 			}
+			at := time.Now().UnixMilli()
+			now := map[string]bool{}
 			for _, z := range rdb.ZRangeWithScores(context.Background(), key, 0, -1).Val() {
 				m := z.Member.(string)
+				now[m] = true
 				seen[m] = record{at: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
+			}
+			for m, r := range seen {
+				if !now[m] && !released[m] && at < r.at+interval.Milliseconds() {
+					released[m] = true
+				}
 			}
 		}
 		recs := make([]record, 0, len(seen))
-		for _, r := range seen {
-			recs = append(recs, r)
+		for m, r := range seen {
+			if !released[m] {
+				recs = append(recs, r)
+			}
 		}
 		out <- recs
 	}()
@@ -265,7 +279,7 @@ func TestWaitersOneCallPerWake(t *testing.T) {
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval})
 	require.NoError(t, err)
 	stop := make(chan struct{})
-	records := sampleRecords(t, redistest.Client(t, srv.Addr()), l.Keys().Permits, stop)
+	records := sampleRecords(t, redistest.Client(t, srv.Addr()), l.Keys().Permits, interval, stop)
 	calls := redistest.ScriptCalls(t, rdb)
 
 	var granted atomic.Int64

@@ -109,7 +109,7 @@ func TestLocalRefusalsFleet(t *testing.T) {
 	_, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval})
 	require.NoError(t, err)
 	stop := make(chan struct{})
-	records := sampleRecords(t, redistest.Client(t, srv.Addr()), setup.Keys().Permits, stop)
+	records := sampleRecords(t, redistest.Client(t, srv.Addr()), setup.Keys().Permits, interval, stop)
 	before := redistest.ScriptCalls(t, rdb)
 	stalls := watchStalls()
 	var refused, granted atomic.Int64
