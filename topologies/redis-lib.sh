@@ -65,13 +65,14 @@ field() {
 	printf '%s\n' "$out" | tr -d '\r' | awk -F: -v k="$3" '$1 == k { print $2; found = 1 } END { exit !found }'
 }
 
-# is_our_pid PID PORT: PID is alive and is a redis process serving PORT (guards against pid reuse).
+# is_our_pid PID PORT: PID is alive and is a redis (or valkey, or
+# $REDIS_SERVER) process serving PORT (guards against pid reuse).
 is_our_pid() {
 	local pid=$1 port=$2 cmd
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	kill -0 "$pid" 2>/dev/null || return 1
 	cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
-	[[ $cmd == *redis* && $cmd == *":$port"* ]]
+	[[ ($cmd == *redis* || $cmd == *valkey* || $cmd == *"$(basename "$REDIS_SERVER")"*) && $cmd == *":$port"* ]]
 }
 
 # launch BIN CONF PORT LOG: start BIN CONF in the background, wait until it
