@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,7 +72,18 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 
-	l := ratelimiter.NewClient(rdb).Limiter(*name)
+	// The slowest granting call: a grant is decided somewhere within its
+	// call, so grants' return times can crowd a window by up to that much.
+	var slowest atomic.Int64
+	hooks := ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(d ratelimiter.Decision) {
+		for rt := int64(d.RoundTrip); d.Granted; {
+			cur := slowest.Load()
+			if rt <= cur || slowest.CompareAndSwap(cur, rt) {
+				break
+			}
+		}
+	}})
+	l := ratelimiter.NewClient(rdb, hooks).Limiter(*name)
 	cfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: *rate, Interval: *interval}
 	if err := l.SetRate(ctx, cfg); err != nil {
 		fmt.Fprintln(stderr, "ratelimiter demo:", redact(err.Error(), *url))
@@ -129,9 +141,13 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ratelimiter demo:", redact(runErr.Error(), *url))
 		return 2
 	}
-	worst := worstWindow(grants, *interval)
-	fmt.Fprintf(stdout, "total granted %d in %.1fs; most in any %v window: %d (limit %d)\n",
-		len(grants), time.Since(start).Seconds(), *interval, worst, *rate)
+	// Counted by return times, over windows of the interval less the
+	// slowest granting call: the limiter holds the rate by the records'
+	// stamps, which a grant's return time follows by up to its call.
+	rt := time.Duration(slowest.Load()).Round(time.Millisecond)
+	worst := worstWindow(grants, max(*interval-rt, *interval/2))
+	fmt.Fprintf(stdout, "total granted %d in %.1fs; most in any %v window (less the slowest call, %v): %d (limit %d)\n",
+		len(grants), time.Since(start).Seconds(), *interval, rt, worst, *rate)
 	if int64(worst) > *rate {
 		return 1
 	}
