@@ -40,7 +40,9 @@ type multiSample struct {
 // the two. It fails unless the composite makes one script call per
 // decision and the separate calls k.
 func (b *bench) multiLimits(ctx context.Context) ([][]multiSample, error) {
-	c := ratelimiter.NewClient(b.rdb, ratelimiter.WithMaxBatch(1))
+	// Local refusals off: the refused rows measure the scripts, which a
+	// Client's first refusal of an ask still runs.
+	c := ratelimiter.NewClient(b.rdb, ratelimiter.WithMaxBatch(1), ratelimiter.WithLocalRefusals(false))
 	out := make([][]multiSample, len(multiCases))
 	for i, mc := range multiCases {
 		key := b.key("multi")
