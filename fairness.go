@@ -142,12 +142,7 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	if f.shared(now) {
 		at, own = wake.Add(f.draw()-hintPad), true
 	}
-	if !q.limit.IsZero() && at.After(q.limit) {
-		at = q.limit
-	}
-	if dl, ok := q.ctx.Deadline(); ok && at.After(dl) {
-		at = dl
-	}
+	at = q.capped(at)
 	if own {
 		wake = wake.Add(-hintPad)
 	}
@@ -172,14 +167,19 @@ func (c *Client) deferred(l *lane, q *request) (time.Time, bool) {
 	if !f.shared(now) || now.Sub(f.refusedAt) > f.interval {
 		return time.Time{}, false
 	}
-	at := now.Add(f.draw())
+	at := q.capped(now.Add(f.draw()))
+	return at, at.After(now)
+}
+
+// capped returns at, or q's limit or context deadline if earlier.
+func (q *request) capped(at time.Time) time.Time {
 	if !q.limit.IsZero() && at.After(q.limit) {
 		at = q.limit
 	}
 	if dl, ok := q.ctx.Deadline(); ok && at.After(dl) {
 		at = dl
 	}
-	return at, at.After(now)
+	return at
 }
 
 // hintPad is what the scripts add to a wait hint, as Redisson's do: a
