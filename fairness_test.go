@@ -20,19 +20,21 @@ type yieldRun struct {
 }
 
 // goOnlyLoad runs goOnlyCallers goroutines in Acquire(1) on one fresh 25
-// per 500 ms limiter for dur, spread over clients Clients (each on its own
-// go-redis client, as pods would be) made with opts.
-func goOnlyLoad(t *testing.T, clients int, dur time.Duration, opts ...ratelimiter.Option) yieldRun {
-	rdb := newRedis(t)
+// per 500 ms limiter on srv for dur, spread over clients Clients (each on
+// its own go-redis client, as pods would be) made with opts. It counts
+// srv's script calls, so srv serves nothing else meanwhile.
+func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Duration, opts ...ratelimiter.Option) yieldRun {
+	rdb := redistest.Client(t, srv.Addr())
 	name := uniqueName(t)
 	cs := make([]*ratelimiter.Client, clients)
 	for i := range cs {
-		cs[i] = ratelimiter.NewClient(newRedis(t), opts...)
+		cs[i] = ratelimiter.NewClient(redistest.Client(t, srv.Addr()), opts...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Second)
 	defer cancel()
 	if _, err := cs[0].Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 25, Interval: 500 * time.Millisecond}); err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return yieldRun{}
 	}
 	before := redistest.ScriptCalls(t, rdb)
 	end := time.Now().Add(dur)
@@ -71,35 +73,56 @@ const goOnlyCallers = 16
 
 // TestFairnessCostGoOnly measures what fairness costs a fleet with no
 // Java waiters: 16 goroutines in Acquire on one limiter, through 1, 4 or
-// 16 Clients, fairness on (the default) and off, in alternating rounds.
-// go test -run TestFairnessCostGoOnly -v . prints the rows
+// 16 Clients, fairness on (the default) and off. Each round runs the two
+// at the same time, each on a server of its own, so that both meet the
+// same load from the rest of the suite and each server's script calls
+// are its own. go test -run TestFairnessCostGoOnly -v . prints the rows
 // (docs/fairness.md). It asserts what does not depend on the machine's
 // speed: the grants (at least 97% of those with fairness off) and the
-// script calls per grant (at most 1.25x). Measured: the same grants in
-// every row; calls per grant within 2% with 1 and 4 Clients, 0.87x-1.18x
-// with 16 single-goroutine Clients, whose split between callers flips
-// from run to run with fairness on or off. So the band catches a
-// mechanism that adds a call per wake, not one that adds 10%.
+// script calls per grant, summed over the rounds (at most 1.25x).
+//
+// Calls per grant depend on how the window's records clump: every caller
+// of a clump is refused once per clump it waits through, so a window in
+// three clumps costs more calls than one in a single clump, and which
+// state a round falls into flips from round to round, on or off. The
+// band was set from that spread (measured in docs/fairness.md): it
+// catches a mechanism that adds a call per wake, not one that adds 10%.
 func TestFairnessCostGoOnly(t *testing.T) {
 	redistest.SkipIfShort(t, "fairness cost rounds")
-	const rounds, dur = 3, 2 * time.Second
+	const rounds, dur = 5, 2 * time.Second
+	srvOn, srvOff := ownServer(t), ownServer(t)
 	for _, clients := range []int{1, 4, 16} {
 		var on, off []yieldRun
 		for r := 0; r < rounds; r++ {
-			off = append(off, goOnlyLoad(t, clients, dur, ratelimiter.WithFairness(false)))
-			on = append(on, goOnlyLoad(t, clients, dur))
+			var a, b yieldRun
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); b = goOnlyLoad(t, srvOff, clients, dur, ratelimiter.WithFairness(false)) }()
+			go func() { defer wg.Done(); a = goOnlyLoad(t, srvOn, clients, dur) }()
+			wg.Wait()
+			on, off = append(on, a), append(off, b)
 		}
 		a, b := medianRun(on), medianRun(off)
-		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, medians of %d rounds of %v: grants %d vs %d off (%.3fx); script calls per grant %.2f vs %.2f; Acquire p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms",
+		cOn, cOff := callsPerGrant(on), callsPerGrant(off)
+		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, %d rounds of %v side by side: grants (median) %d vs %d off (%.3fx); script calls per grant (all rounds) %.2f vs %.2f (%.2fx); Acquire p50 (median) %.1f vs %.1f ms, p99 %.1f vs %.1f ms",
 			clients, goOnlyCallers/clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
-			float64(a.calls)/float64(a.grants), float64(b.calls)/float64(b.grants), a.p50, b.p50, a.p99, b.p99)
+			cOn, cOff, cOn/cOff, a.p50, b.p50, a.p99, b.p99)
 		if a.grants*100 < b.grants*97 {
 			t.Errorf("%d Client(s): fairness on granted %d, under 97%% of %d off (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
 		}
-		if float64(a.calls)/float64(a.grants) > 1.25*float64(b.calls)/float64(b.grants) {
-			t.Errorf("%d Client(s): %.2f script calls per grant on, over 1.25x %.2f off", clients, float64(a.calls)/float64(a.grants), float64(b.calls)/float64(b.grants))
+		if cOn > 1.25*cOff {
+			t.Errorf("%d Client(s): %.2f script calls per grant on, over 1.25x %.2f off (rounds on %v, off %v)", clients, cOn, cOff, on, off)
 		}
 	}
+}
+
+// callsPerGrant returns the script calls per grant over all of rs.
+func callsPerGrant(rs []yieldRun) float64 {
+	var calls, grants int64
+	for _, r := range rs {
+		calls, grants = calls+r.calls, grants+int64(r.grants)
+	}
+	return float64(calls) / float64(max(grants, 1))
 }
 
 // medianRun returns the run with the median grants, with the median of
