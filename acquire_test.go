@@ -54,7 +54,7 @@ func TestAcquireMemberFormats(t *testing.T) {
 		{ratelimiter.FormatLc0I, func(t *testing.T, m []byte) {
 			n := binary.LittleEndian.Uint64(m)
 			require.Equal(t, uint64(len(m)-12), n)
-			require.Regexp(t, `^GoRL-?[0-9]{1,19}$`, string(m[8:8+n]))
+			require.Regexp(t, `^GoRL[0-9a-f]{8}-?[0-9]{1,19}$`, string(m[8:8+n]))
 		}},
 		{ratelimiter.FormatFI, func(t *testing.T, m []byte) { require.Len(t, m, 8) }},
 	} {

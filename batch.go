@@ -47,9 +47,9 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 		args = append(args, n)
 	}
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.clock().UnixMilli(), newPrefix(c.format)
+		args[0], args[1] = c.clock().UnixMilli(), newPrefix(c.format, c.tag)
 		if form == formSingle {
-			args[1] = newMember(c.format, uint32(ns[0]))
+			args[1] = newMember(c.format, c.tag, uint32(ns[0]))
 		}
 		start := time.Now()
 		reply, err := eval(ctx, args...)
@@ -141,8 +141,8 @@ func millis(ms int64) time.Duration {
 
 // newPrefix returns a fresh permit record in format f without its last
 // four bytes, which the acquire script fills with the permits granted.
-func newPrefix(f MemberFormat) []byte {
-	m := newMember(f, 0)
+func newPrefix(f MemberFormat, tag [goTagLen]byte) []byte {
+	m := newMember(f, tag, 0)
 	return m[:len(m)-4]
 }
 

@@ -3,6 +3,7 @@ package ratelimiter
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -14,13 +15,21 @@ import (
 func TestNewMemberMarked(t *testing.T) {
 	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
 		for i := 0; i < 1000; i++ {
-			b := newMember(f, 7)
+			tag := [goTagLen]byte{0xde, 0xad, byte(i), 0x0f}
+			b := newMember(f, tag, 7)
 			m, err := DecodeMember(b)
 			if err != nil || m.Format != f || m.Permits != 7 {
 				t.Fatalf("%v: %x decodes to %+v, %v", f, b, m, err)
 			}
 			if !goMarked(b) {
 				t.Fatalf("%v: record %x not marked", f, b)
+			}
+			got, ok := m.GoTag()
+			if want := hex.EncodeToString(tag[:]); f != FormatFI && (!ok || got != want) {
+				t.Fatalf("%v: record %x has tag %q, %v; want %q", f, b, got, ok, want)
+			}
+			if f == FormatFI && ok {
+				t.Fatalf("fI record %x has a tag %q", b, got)
 			}
 			if f == FormatFI {
 				x := math.Float32frombits(binary.LittleEndian.Uint32(m.Random))

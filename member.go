@@ -2,10 +2,12 @@ package ratelimiter
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // MemberFormat is the byte layout of the permit records (sorted-set
@@ -123,28 +125,36 @@ func DecodeMember(b []byte) (Member, error) {
 }
 
 // newMember makes a fresh record for permits in format f, marked as this
-// library's (goMark). The random part only has to keep records unique, so
-// a fast non-cryptographic source does.
-func newMember(f MemberFormat, permits uint32) []byte {
+// library's (goMark) and, in FormatBc0I and FormatLc0I, carrying tag, the
+// writing Client's RecordTag. The rest of the random part only has to keep
+// records unique, so a fast non-cryptographic source does.
+func newMember(f MemberFormat, tag [goTagLen]byte, permits uint32) []byte {
 	var random []byte
 	switch f {
 	case FormatLc0I:
-		random = strconv.AppendInt([]byte(goMark), int64(rand.Uint64()), 10)
+		random = hex.AppendEncode([]byte(goMark), tag[:])
+		random = strconv.AppendInt(random, int64(rand.Uint64()), 10)
 	case FormatFI:
 		// Redisson rounds a random int64 to float32: its exponent field is
 		// at most 190 (|x| <= 2^63). Ours is 192 to 254: a finite float
 		// that reads the same to every Redisson and that Redisson never
-		// writes, with about 2^30 distinct values.
+		// writes, with about 2^30 distinct values. No room for a tag.
 		bits := rand.Uint32()
 		exp := goFloatMinExp + bits%(255-goFloatMinExp)
 		random = binary.LittleEndian.AppendUint32(nil, bits&0x807fffff|exp<<23)
 	default:
-		random = binary.LittleEndian.AppendUint64([]byte(goMark), rand.Uint64())
-		random = binary.LittleEndian.AppendUint32(random, rand.Uint32())
+		// 16 bytes, as Redisson 3.21 writes: the mark, the tag and 64
+		// random bits, as unique within one Client as the 8 random bytes
+		// of Redisson 3.17 to 3.20.
+		random = append([]byte(goMark), tag[:]...)
+		random = binary.LittleEndian.AppendUint64(random, rand.Uint64())
 	}
 	m, _ := EncodeMember(f, random, permits)
 	return m
 }
+
+// goTagLen is the length of a Client's record tag in bytes.
+const goTagLen = 4
 
 // goMark starts the random part of every Bc0I and Lc0I record this
 // library writes. Redisson never reads a record's random part (it unpacks
@@ -175,4 +185,31 @@ func (m Member) GoMarked() bool {
 		return binary.LittleEndian.Uint32(m.Random)>>23&0xff >= goFloatMinExp
 	}
 	return len(m.Random) >= len(goMark) && string(m.Random[:len(goMark)]) == goMark
+}
+
+// GoTag returns the RecordTag of the Client that wrote the record (8 hex
+// digits) and true, or "" and false for a record that carries none:
+// Redisson's, FormatFI records (too short for one) and records of versions
+// of this library that wrote no tag.
+func (m Member) GoTag() (string, bool) {
+	if m.Format == FormatFI || !m.GoMarked() {
+		return "", false
+	}
+	rest := m.Random[len(goMark):]
+	switch m.Format {
+	case FormatBc0I:
+		if len(rest) != goTagLen+8 {
+			return "", false
+		}
+		return hex.EncodeToString(rest[:goTagLen]), true
+	default:
+		if len(rest) <= 2*goTagLen {
+			return "", false
+		}
+		tag := rest[:2*goTagLen]
+		if _, err := hex.DecodeString(string(tag)); err != nil || strings.ToLower(string(tag)) != string(tag) {
+			return "", false
+		}
+		return string(tag), true
+	}
 }

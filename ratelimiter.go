@@ -10,7 +10,10 @@
 package ratelimiter
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +26,7 @@ import (
 type Client struct {
 	rdb     redis.UniversalClient
 	id      string
+	tag     [goTagLen]byte // written in every record (member.go)
 	mapName func(string) string
 	format  MemberFormat
 	clock   func() time.Time
@@ -132,6 +136,7 @@ func WithMaxBatch(n int) Option {
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch}
+	binary.LittleEndian.PutUint32(c.tag[:], rand.Uint32())
 	for _, o := range opts {
 		if o == nil {
 			c.err = errors.Join(c.err, invalid("nil option"))
@@ -158,6 +163,13 @@ func (c *Client) Err() error { return c.err }
 
 // ID returns the client id that names this client's PER_CLIENT keys.
 func (c *Client) ID() string { return c.id }
+
+// RecordTag returns the 8 hex digits that this Client writes into each of
+// its permit records in FormatBc0I and FormatLc0I (Member.GoTag reads them
+// back), random per Client. The CLI's inspect and watch show a limiter's
+// window by this tag, so that an operator can tell which Client holds
+// what; log it at start to map tags to processes.
+func (c *Client) RecordTag() string { return hex.EncodeToString(c.tag[:]) }
 
 // Redis returns the Redis client the Client was made with, for tools that
 // read a limiter's keys directly.
