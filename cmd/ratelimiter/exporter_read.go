@@ -30,7 +30,8 @@ type budgetState struct {
 	permitsKey     string
 	available      *int64 // nil: a state the scripts would refuse
 	windowRecords  int64
-	windowPermits  *int64 // nil: more records in the window than fetched
+	windowPermits  *int64   // nil: more records in the window than fetched
+	windowSides    [2]int64 // of windowPermits: this library's (marked) records, the others'
 	expiredRecords int64
 	futureRecords  int64
 	futureLead     time.Duration // of the newest record past Redis's clock
@@ -140,6 +141,7 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 			sum += int64(r.Permits)
 		}
 		b.windowPermits = &sum
+		b.windowSides[0], b.windowSides[1] = sides(writerShares(recs[len(old):]))
 	}
 	if !corrupt {
 		if a, err := settled(cfg.Rate, value, recs, cutoff); err == nil {

@@ -79,6 +79,9 @@ func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
 		}
 		if b.windowPermits != nil {
 			e.gauge("ratelimiter_window_permits", "Permits held by records in the window; absent when the window holds more records than --max-records.", float64(*b.windowPermits), labels...)
+			for i, side := range []string{"go", "redisson"} {
+				e.gauge("ratelimiter_window_permits_by_writer", "Permits held by records in the window, by writer: go for records this library marks, redisson for the others (Redisson's, or unmarked Go clients'); absent as ratelimiter_window_permits is.", float64(b.windowSides[i]), append(append([]label(nil), labels...), label{"writer", side})...)
+			}
 		}
 		e.gauge("ratelimiter_window_records", "Permit records in the window.", float64(b.windowRecords), labels...)
 		e.gauge("ratelimiter_expired_records", "Records past the interval, not yet released (the next acquisition releases them).", float64(b.expiredRecords), labels...)

@@ -148,6 +148,9 @@ func printInspection(w io.Writer, in *inspection) {
 		fmt.Fprintf(w, "\n%s%s\n  value %s = %s; available now%s\n", who, mark, shown(b.ValueKey), val, avail)
 		fmt.Fprintf(w, "  in window: %d permits in %d records; past the interval, not yet released: %d permits in %d records\n",
 			b.InWindow, b.RecordsWindow, b.ExpiredPermits, b.ExpiredRecords)
+		if len(b.Writers) > 0 {
+			fmt.Fprintf(w, "  window by writer: %s\n", writersText(b.Writers, b.InWindow))
+		}
 		if len(b.Records) == 0 {
 			continue
 		}
@@ -155,21 +158,21 @@ func printInspection(w io.Writer, in *inspection) {
 			fmt.Fprintf(w, "  showing the newest %d of %d records (--max-records)\n", len(b.Records), b.RecordsTotal)
 		}
 		tw := table(w)
-		fmt.Fprintln(tw, "  TIME\tAGE\tPERMITS\tFORMAT\tRANDOM\tSTATE")
+		fmt.Fprintln(tw, "  TIME\tAGE\tPERMITS\tFORMAT\tWRITER\tRANDOM\tSTATE")
 		for _, r := range b.Records {
 			state := "in window"
 			if r.Expired {
 				state = "expired, not released"
 			}
-			format, random := r.Format, r.RandomHex
+			format, writer, random := r.Format, r.Writer, r.RandomHex
 			if r.RandomText != "" {
 				random += " (" + shown(r.RandomText) + ")"
 			}
 			if r.Error != "" {
-				format, random = "?", r.RawHex
+				format, writer, random = "?", "?", r.RawHex
 			}
-			fmt.Fprintf(tw, "  %s\t%v\t%d\t%s\t%s\t%s\n", r.Time.Format("15:04:05.000"),
-				time.Duration(r.AgeMS)*time.Millisecond, r.Permits, format, random, state)
+			fmt.Fprintf(tw, "  %s\t%v\t%d\t%s\t%s\t%s\t%s\n", r.Time.Format("15:04:05.000"),
+				time.Duration(r.AgeMS)*time.Millisecond, r.Permits, format, writer, random, state)
 		}
 		tw.Flush()
 	}
@@ -206,4 +209,22 @@ func shownAll(ss []string) []string {
 		out[i] = shown(s)
 	}
 	return out
+}
+
+// writersText lists writer shares with their percent of the window's
+// permits: "redisson 12 (48%), go:1a2b3c4d 13 (52%)".
+func writersText(ws []writerShare, total int64) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("%s %d (%d%%)", w.Writer, w.Permits, percent(w.Permits, total))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// percent returns part of total in whole percent, 0 when total is 0.
+func percent(part, total int64) int64 {
+	if total <= 0 {
+		return 0
+	}
+	return (part*100 + total/2) / total
 }

@@ -51,9 +51,19 @@ type inspection struct {
 			Format     string `json:"format"`
 			Expired    bool   `json:"expired"`
 			Error      string `json:"error"`
+			Writer     string `json:"writer"`
 		} `json:"records"`
+		Writers []writerShare `json:"writers"`
 	} `json:"budgets"`
 	Clients []string `json:"per_client_ids"`
+}
+
+// writerShare is one writer's part of a window, as inspect and watch
+// print it.
+type writerShare struct {
+	Writer  string `json:"writer"`
+	Permits int64  `json:"permits"`
+	Records int    `json:"records"`
 }
 
 // dump snapshots keys, to prove a command changed nothing.
@@ -130,8 +140,10 @@ func TestInspectDecodesRecords(t *testing.T) {
 		got[rec.Format] = rec.Permits
 		switch rec.Format {
 		case "Lc0I":
-			_, err := strconv.ParseInt(strings.TrimPrefix(rec.RandomText, "GoRL"), 10, 64)
-			assert.NoError(t, err, "Lc0I random part is GoRL and the decimal text of an int64: %q", rec.RandomText)
+			require.Greater(t, len(rec.RandomText), 12, rec.RandomText)
+			_, err := strconv.ParseInt(rec.RandomText[12:], 10, 64)
+			assert.NoError(t, err, "Lc0I random part is GoRL, a tag and the decimal text of an int64: %q", rec.RandomText)
+			assert.Equal(t, "go:"+rec.RandomText[4:12], rec.Writer)
 			assert.Equal(t, hex.EncodeToString([]byte(rec.RandomText)), rec.RandomHex)
 		case "fI":
 			assert.Len(t, rec.RandomHex, 8)

@@ -29,6 +29,8 @@ type record struct {
 	// RandomText is the decimal text of an Lc0I record's random part.
 	RandomText string `json:"random_text,omitempty"`
 	Format     string `json:"format"`
+	// Writer is who wrote the record, read from its mark (writerOf).
+	Writer string `json:"writer,omitempty"`
 	// Expired: past the interval (score <= now - interval) but still in
 	// the set; the next acquisition or availablePermits releases it.
 	Expired bool   `json:"expired"`
@@ -56,6 +58,9 @@ type budget struct {
 	RecordsWindow  int      `json:"records_in_window"`
 	ExpiredPermits int64    `json:"expired_permits"`
 	ExpiredRecords int      `json:"expired_records"`
+	// Writers is the window's permits by writer, most first: who holds
+	// the limiter (docs/fairness.md). Unreadable records count nowhere.
+	Writers []writerShare `json:"writers"`
 	// AvailableNow is what AvailablePermits would return now, computed
 	// from the value and the records by the scripts' rules (settle.go)
 	// without changing anything; nil when the limiter is not configured or
@@ -224,6 +229,7 @@ func fillBudget(in *inspection, b *budget, val *redis.StringCmd, recs *redis.ZSl
 		b.Records = append(b.Records, rec)
 	}
 	b.RecordsTotal = len(b.Records)
+	b.Writers = writerShares(b.Records)
 	if in.Config == nil || b.Corrupt != "" {
 		return
 	}
@@ -249,7 +255,7 @@ func decodeRecord(z redis.Z, now time.Time) record {
 		}
 		return rec
 	}
-	rec.Permits, rec.Format = dm.Permits, dm.Format.String()
+	rec.Permits, rec.Format, rec.Writer = dm.Permits, dm.Format.String(), writerOf(dm)
 	rec.RandomHex = hex.EncodeToString(dm.Random)
 	if dm.Format == ratelimiter.FormatLc0I {
 		rec.RandomText = string(dm.Random)
@@ -259,4 +265,66 @@ func decodeRecord(z redis.Z, now time.Time) record {
 
 func isWrongType(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
+// writerShare is what one writer holds of a window.
+type writerShare struct {
+	// Writer: "redisson" for an unmarked record (Redisson's, or a Go
+	// client's of a version that did not mark), "go:" and the Client's
+	// RecordTag for a tagged one, "go" for a marked one without a tag
+	// (FormatFI).
+	Writer  string `json:"writer"`
+	Permits int64  `json:"permits"`
+	Records int    `json:"records"`
+}
+
+// writerOf names the writer of a decoded record.
+func writerOf(m ratelimiter.Member) string {
+	if !m.GoMarked() {
+		return "redisson"
+	}
+	if tag, ok := m.GoTag(); ok {
+		return "go:" + tag
+	}
+	return "go"
+}
+
+// writerShares sums the in-window records by writer, most permits first
+// (ties by name).
+func writerShares(recs []record) []writerShare {
+	at := map[string]int{}
+	var out []writerShare
+	for _, r := range recs {
+		if r.Expired || r.Writer == "" {
+			continue
+		}
+		i, ok := at[r.Writer]
+		if !ok {
+			i = len(out)
+			at[r.Writer] = i
+			out = append(out, writerShare{Writer: r.Writer})
+		}
+		out[i].Permits += int64(r.Permits)
+		out[i].Records++
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Permits != out[j].Permits {
+			return out[i].Permits > out[j].Permits
+		}
+		return out[i].Writer < out[j].Writer
+	})
+	return out
+}
+
+// sides sums writer shares into this library's ("go") and the others'
+// ("redisson").
+func sides(ws []writerShare) (goPermits, others int64) {
+	for _, w := range ws {
+		if w.Writer == "redisson" {
+			others += w.Permits
+		} else {
+			goPermits += w.Permits
+		}
+	}
+	return goPermits, others
 }

@@ -80,6 +80,9 @@ type watchJSON struct {
 	InWindow   int64     `json:"permits_in_window"`
 	LastSecond int64     `json:"granted_last_second"`
 	Clients    int       `json:"per_client_ids"`
+	// Writers is the window's permits by writer (inspect's), most first;
+	// in PER_CLIENT mode without --client-id, every client's summed.
+	Writers []writerShare `json:"writers"`
 }
 
 func watchLine(in *inspection, clientID string) watchJSON {
@@ -96,18 +99,21 @@ func watchLine(in *inspection, clientID string) watchJSON {
 		}
 	}
 	if b := activeBudget(in, clientID); b != nil {
-		out.Available, out.InWindow = b.AvailableNow, b.InWindow
+		out.Available, out.InWindow, out.Writers = b.AvailableNow, b.InWindow, b.Writers
 	} else if in.cfg.Mode == ratelimiter.Overall {
 		a := in.cfg.Rate // no state yet
 		out.Available = &a
 	} else {
 		// PER_CLIENT without this client's budget: the window totals of
 		// every client; available is per client, so unknown here.
+		var recs []record
 		for _, b := range in.Budgets {
 			if b.Active {
 				out.InWindow += b.InWindow
+				recs = append(recs, b.Records...)
 			}
 		}
+		out.Writers = writerShares(recs)
 	}
 	// Grants per second count every client's records in PER_CLIENT mode.
 	for i := range in.Budgets {
@@ -128,8 +134,8 @@ func printWatch(w io.Writer, in *inspection, clientID string) {
 	if l.Available != nil {
 		avail = strconv.FormatInt(*l.Available, 10)
 	}
-	fmt.Fprintf(w, "%s  available %6s/%d  in window %6d  granted/s %6d  %s\n",
-		l.Time.Format("15:04:05"), avail, l.Rate, l.InWindow, l.LastSecond, meter(l.InWindow, l.Rate))
+	fmt.Fprintf(w, "%s  available %6s/%d  in window %6d  granted/s %6d  %s%s\n",
+		l.Time.Format("15:04:05"), avail, l.Rate, l.InWindow, l.LastSecond, meter(l.InWindow, l.Rate), sidesText(l.Writers))
 }
 
 // meter draws the permits used in the window against the rate.
@@ -140,4 +146,25 @@ func meter(used, rate int64) string {
 		filled = int(min(used, rate) * width / rate)
 	}
 	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
+}
+
+// sidesText gives Redisson's and this library's share of the window's
+// permits, "  redisson 48%  go 52% (3 clients)", or "" for an empty window.
+func sidesText(ws []writerShare) string {
+	goPermits, others := sides(ws)
+	total := goPermits + others
+	if total == 0 {
+		return ""
+	}
+	tagged := 0
+	for _, w := range ws {
+		if strings.HasPrefix(w.Writer, "go:") {
+			tagged++
+		}
+	}
+	text := fmt.Sprintf("  redisson %d%%  go %d%%", percent(others, total), percent(goPermits, total))
+	if tagged > 1 {
+		text += fmt.Sprintf(" (%d clients)", tagged)
+	}
+	return text
 }
