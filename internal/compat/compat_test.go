@@ -105,8 +105,9 @@ func TestInterleavedAcquisitions(t *testing.T) {
 func errOnly[T any](_ T, err error) error { return err }
 
 // checkMarks checks that the window of name holds a's and b's records
-// and that exactly Go's are marked (docs/fairness.md): Redisson read the
-// marked records as plain permits, and the library tells the two apart.
+// and that exactly Go's are marked, with the Go Client's tag (docs/
+// fairness.md): Redisson read the marked records as plain permits, and
+// the library tells the two apart.
 func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int) {
 	t.Helper()
 	g, ok := p.a.(goSide)
@@ -122,6 +123,9 @@ func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int
 		check(t, err, "decode record")
 		if rec.GoMarked() {
 			marked++
+			if tag, ok := rec.GoTag(); rec.Format != ratelimiter.FormatFI && (!ok || tag != g.c.RecordTag()) {
+				t.Fatalf("Go record %x carries tag %q, %v; want the Client's %q", m, tag, ok, g.c.RecordTag())
+			}
 		}
 	}
 	if marked != goRecords || len(ms) != a+b {
