@@ -58,7 +58,7 @@ test-newest: deps-redis
 	$(GO) test -modfile=$(NEWEST_MOD) -short -count=1 -p 1 ./...
 	rm -f $(NEWEST_MOD) $(NEWEST_MOD:.mod=.sum)
 
-# The other servers our users run (README, "Supported servers"), fetched
+# The other servers our users run (docs/operations.md, "Supported servers"), fetched
 # and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
 # core suite without the long tests (-short; the race detector ran above), the Redisson compatibility
 # quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with

@@ -164,7 +164,7 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 // by one more call, as in Redisson, and that call needs a round trip.
 // The call returns by its timeout plus this grace whatever Redis does
 // (a stall, a server that never answers, a slow dial), well inside the
-// 50 ms the README promises.
+// 50 ms a caller can count on (docs/differences.md states the 25 ms).
 const timeoutGrace = 25 * time.Millisecond
 
 // waitUntil is wait's loop, bounded by limit plus timeoutGrace as by a

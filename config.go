@@ -80,7 +80,7 @@ func (c Config) Validate() error {
 // with its window full: it grants nothing for one interval. The call
 // cannot tell a new limiter from one whose keys were all evicted, and a
 // re-created limiter that started empty would grant its rate again
-// (README, "Eviction"). State that is still there carries on.
+// (docs/differences.md, "Eviction"). State that is still there carries on.
 func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(cfg.Validate()); err != nil {

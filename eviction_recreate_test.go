@@ -20,7 +20,7 @@ import (
 // TestEvictionRecreate is issue 22's third item: TestEvictionPolicies'
 // run with re-creation on, as httplimit, grpclimit and any careful
 // service do it (a call that finds the limiter not initialised calls
-// TrySetRate and goes on). It prints the per-policy table of the README:
+// TrySetRate and goes on). It prints the per-policy table of docs/differences.md:
 //
 //	go test -run TestEvictionRecreate -v .
 //

@@ -17,7 +17,7 @@ import (
 
 // TestEvictionPolicies measures what a limiter under steady over-demand
 // grants in its worst window while filler keys push a redis-server with a
-// small maxmemory to evict, under each policy (README, "Eviction"):
+// small maxmemory to evict, under each policy (docs/differences.md, "Eviction"):
 //
 //	go test -run TestEvictionPolicies -v .
 //
@@ -54,7 +54,7 @@ func TestEvictionPolicies(t *testing.T) {
 }
 
 // edgeSlack is how much shorter than the interval the windows are that the
-// eviction and skew measurements report (README, "Racing calls and the
+// eviction and skew measurements report (docs/differences.md, "Racing calls and the
 // window edge"): grant times are read when calls return.
 const edgeSlack = 100 * time.Millisecond
 

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Combining (README, "Combining"). Every limiter that a Client is using has
+// Combining (docs/combining.md). Every limiter that a Client is using has
 // a lane. At most one script call per lane is in flight:
 //
 //	caller ──► lane idle? ──yes──► send [caller] now ───────────────┐

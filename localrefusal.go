@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Local refusals (README, "Local refusals"). Under overload most
+// Local refusals (docs/combining.md, "Local refusals"). Under overload most
 // decisions are refusals, and each would be a full script call. So after
 // Redis refuses n permits of a limiter with the hint d, the Client refuses
 // the non-blocking calls (Allow, TryAcquire) that ask the same limiter for

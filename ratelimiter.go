@@ -106,7 +106,7 @@ func WithClock(now func() time.Time) Option {
 const defaultMaxBatch = 128
 
 // WithMaxBatch sets the most acquisitions of one limiter that one script
-// call decides (combining, README "Combining"). Concurrent acquisitions of
+// call decides (combining, docs/combining.md). Concurrent acquisitions of
 // a limiter through one Client share script calls: one that finds no call
 // in flight is sent at once; those that arrive meanwhile are sent
 // together in the next call, in arrival order, and blocked callers wait in

@@ -43,7 +43,7 @@ const maxSkewNames = 64
 // LargeSkewFraction defines a large skew: |Offset| at least the shortest
 // interval served divided by this. A client ahead by d takes again the
 // permits of records written in the last d of the window. Measured on a
-// 50/s limiter with two saturating clients (README, "Clock skew"), 100 ms
+// 50/s limiter with two saturating clients (docs/operations.md, "Clock skew"), 100 ms
 // apart (a tenth of the interval) let through 12% more than the rate on
 // average and up to 1.5 times the rate in the worst real 1 s window.
 const LargeSkewFraction = 10

@@ -14,7 +14,7 @@ import (
 )
 
 // TestClockSkewEffect measures what clocks that disagree do to the limit
-// (README, "Clocks"): two Clients, one d/2 ahead of real time and one d/2
+// (docs/differences.md, "Clocks"): two Clients, one d/2 ahead of real time and one d/2
 // behind, 4 goroutines each taking permits of one 50/s limiter for 4 s;
 // the most grants in any real one-second window:
 //

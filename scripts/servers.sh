@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Server binaries beside Debian's redis-server, for `make test` and
-# REDIS_SERVER (README, "Supported servers").
+# REDIS_SERVER (docs/operations.md, "Supported servers").
 #
 #   scripts/servers.sh fetch          fetch and cache Redis 6.2 and Valkey 9.1
 #   scripts/servers.sh bin NAME       print the cached binary of NAME (redis-6.2, valkey-9.1)

@@ -115,7 +115,7 @@ func (c *cli) doctorEviction() check {
 	detail := fmt.Sprintf("maxmemory-policy %s, maxmemory %d, %d keys evicted", e.Policy, e.MaxMemory, e.EvictedKeys)
 	switch {
 	case e.Evicts(false):
-		return check{"eviction", "warn", detail + ": limiter keys can be evicted (README, Eviction)"}
+		return check{"eviction", "warn", detail + ": limiter keys can be evicted (docs/differences.md, Eviction)"}
 	case e.Evicts(true):
 		return check{"eviction", "warn", detail + ": keys of limiters with keep-alive can be evicted"}
 	}
@@ -145,7 +145,7 @@ func (c *cli) doctorClock() check {
 	}
 	detail := fmt.Sprintf("this host's clock minus Redis's: %v ± %v", s.Offset.Round(time.Microsecond), s.Uncertainty.Round(time.Microsecond))
 	if s.Offset > 50*time.Millisecond || s.Offset < -50*time.Millisecond {
-		return check{"clock", "warn", detail + " (over 50 ms: README, Clock skew)"}
+		return check{"clock", "warn", detail + " (over 50 ms: docs/operations.md, Clock skew)"}
 	}
 	return check{"clock", "ok", detail}
 }

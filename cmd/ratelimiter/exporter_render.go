@@ -8,7 +8,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-// The exporter's metrics, from one collection. README.md ("The exporter")
+// The exporter's metrics, from one collection. docs/cli.md ("The exporter")
 // lists them.
 
 // collection is what one pass over Redis found.
@@ -34,7 +34,7 @@ func render(c collection, st *exporterStats) []byte {
 		case ev.Evicts(true):
 			risk = 1
 		}
-		e.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (README, Eviction).", risk, label{"policy", ev.Policy})
+		e.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (docs/differences.md, Eviction).", risk, label{"policy", ev.Policy})
 		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
 	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))

@@ -11,7 +11,7 @@ import (
 
 // Records stamped after Redis's clock: their writer's clock was ahead of
 // Redis by at least the lead. A clock ahead by d makes its client see the
-// others' records expire d early (README, "Clock skew").
+// others' records expire d early (docs/operations.md, "Clock skew").
 
 // futureRecords sums the records of an inspection stamped after Redis's
 // TIME.

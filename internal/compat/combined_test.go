@@ -47,8 +47,8 @@ func TestCombinedRecords(t *testing.T) {
 			want := budgetSeen{afterGo: 2, afterGoRelease: 5, javaTook3: true, javaTook3More: false, afterJava: 2, afterA: 11, afterAll: 20}
 			if versionAtLeast(v, "3.52.0") {
 				// Redisson's release raises the value and leaves the records,
-				// so the permit comes back again when they expire (README,
-				// "Where we differ from Redisson"): 21, in both runs.
+				// so the permit comes back again when they expire (docs/
+				// differences.md): 21, in both runs.
 				want.afterJava, want.afterA, want.afterAll = 3, 12, 21
 			}
 			if comb != want || sep != want {

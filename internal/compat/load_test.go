@@ -309,7 +309,7 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	if len(jr.times) == 0 || goWorkers > 0 && goGrants == 0 {
 		t.Errorf("one side got nothing: java %d, go %d", len(jr.times), goGrants)
 	}
-	// The split at equal demand (README, "Fairness in a mixed fleet"): by
+	// The split at equal demand (docs/differences.md, "Fairness in a mixed fleet"): by
 	// the time each grant returned (Java's acquire-mode times are those
 	// too), from the second interval on.
 	res := loadResult{total: inDur}

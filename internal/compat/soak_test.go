@@ -249,7 +249,7 @@ func TestSoak(t *testing.T) {
 // longest fault that holds Redis still (DEBUG SLEEP 0.2): calls that read
 // their clock before the pause run after it, in any order, so a record can
 // land up to the pause inside a window that a later-stamped call already
-// closed (README, "Racing calls and the window edge").
+// closed (docs/differences.md, "Racing calls and the window edge").
 const soakSlack = stampTolerance*time.Millisecond + 200*time.Millisecond
 
 // seenRecord is a permit record as last seen.
