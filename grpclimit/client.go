@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // Outgoing holds client interceptors that take permits from one limiter

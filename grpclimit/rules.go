@@ -2,7 +2,7 @@ package grpclimit
 
 import (
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // Rule is one of several limits that every call takes permits from at

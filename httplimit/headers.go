@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // setHeaders writes RateLimit-Policy and RateLimit

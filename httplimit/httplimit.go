@@ -67,7 +67,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // ErrInvalidOption is returned by New for an option or Config outside its

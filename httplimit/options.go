@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // Option configures a Middleware.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // Rule is one of several limits that every request takes permits from

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 )
 
 // ErrLimited is returned (wrapped, with the limiter's name) by

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/gate"
+	"github.com/goredisson/ratelimiter/gate"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 

@@ -1,6 +1,10 @@
-// Package gate holds what httplimit and grpclimit share: limiter names made
-// from request keys, configuring limiters on first use, and taking permits
-// for an incoming request (decide) or before an outgoing call (wait).
+// Package gate holds what the httplimit and grpclimit middlewares share:
+// limiter names made from request keys, configuring limiters on first use,
+// and taking permits for an incoming request (decide) or before an
+// outgoing call (wait). It is public so that grpclimit, a module of its
+// own, can build on it; a middleware for another protocol can too. It
+// follows the core module's version: its API may change in a minor
+// version before v1.0.0, as the core's may (CHANGELOG.md).
 package gate
 
 import (
