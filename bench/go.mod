@@ -2,15 +2,10 @@ module github.com/goredisson/ratelimiter/bench
 
 go 1.26.0
 
-replace (
-	github.com/goredisson/ratelimiter => ../
-	github.com/goredisson/ratelimiter/otel => ../otel
-)
-
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/goredisson/ratelimiter v0.0.0-00010101000000-000000000000
-	github.com/goredisson/ratelimiter/otel v0.0.0-00010101000000-000000000000
+	github.com/goredisson/ratelimiter v0.1.0
+	github.com/goredisson/ratelimiter/otel v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

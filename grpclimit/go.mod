@@ -2,10 +2,8 @@ module github.com/goredisson/ratelimiter/grpclimit
 
 go 1.26.0
 
-replace github.com/goredisson/ratelimiter => ../
-
 require (
-	github.com/goredisson/ratelimiter v0.0.0-00010101000000-000000000000
+	github.com/goredisson/ratelimiter v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e

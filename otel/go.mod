@@ -2,10 +2,8 @@ module github.com/goredisson/ratelimiter/otel
 
 go 1.26.0
 
-replace github.com/goredisson/ratelimiter => ../
-
 require (
-	github.com/goredisson/ratelimiter v0.0.0-00010101000000-000000000000
+	github.com/goredisson/ratelimiter v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Installs the published modules as a stranger would: from a module proxy
+# built from this repository's HEAD (internal/modproxy, file://), in a new
+# module outside the repository, with no workspace and no replace. It
+# builds a program that uses the core, httplimit, grpclimit and otel,
+# installs the CLI, and runs both against a throwaway redis-server.
+# Commit first: the modules are zipped from HEAD.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+version=${VERSION:-v0.1.0}
+tmp=$(mktemp -d)
+server_pid=
+cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+(cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$root" -out "$tmp/proxy" -version "$version" . otel grpclimit)
+
+export GOWORK=off GOFLAGS=-mod=mod GOPATH="$tmp/gopath" GOMODCACHE="$tmp/gopath/pkg/mod"
+export GOPROXY="file://$tmp/proxy,${GOPROXY_UPSTREAM:-https://proxy.golang.org}"
+export GONOSUMDB=github.com/goredisson GONOSUMCHECK=1 GOFLAGS=-mod=mod
+mkdir "$tmp/consumer"
+cd "$tmp/consumer"
+cat > go.mod <<MOD
+module example.com/consumer
+
+go 1.26.0
+MOD
+cat > main.go <<'GO'
+// A stranger's program: one limiter through the core, the HTTP and gRPC
+// middlewares and the OTel hooks, on the server at REDIS_ADDR.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/grpclimit"
+	"github.com/goredisson/ratelimiter/httplimit"
+	ratelimiterotel "github.com/goredisson/ratelimiter/otel"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	m, err := ratelimiterotel.New()
+	check(err)
+	l := ratelimiter.NewClient(rdb, ratelimiter.WithHooks(m.Hooks())).Limiter("install-check")
+	_, err = l.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: time.Minute})
+	check(err)
+	for i := 0; i < 3; i++ {
+		ok, err := l.TryAcquire(ctx, 1)
+		check(err)
+		fmt.Println("granted", ok)
+	}
+	_, err = httplimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Second})
+	check(err)
+	_, err = grpclimit.New(rdb, ratelimiter.Config{Rate: 1, Interval: time.Second})
+	check(err)
+	fmt.Println("middlewares ok")
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+}
+GO
+go get "github.com/goredisson/ratelimiter@$version" "github.com/goredisson/ratelimiter/grpclimit@$version" "github.com/goredisson/ratelimiter/otel@$version"
+go mod tidy
+go build -o consumer .
+GOBIN="$tmp/bin" go install "github.com/goredisson/ratelimiter/cmd/ratelimiter@$version"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"${REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+want=$'granted true\ngranted true\ngranted false\nmiddlewares ok'
+got=$(REDIS_ADDR="127.0.0.1:$port" ./consumer)
+if [ "$got" != "$want" ]; then
+  echo "install-check: the consumer printed:"; echo "$got"; exit 1
+fi
+"$tmp/bin/ratelimiter" --version
+REDIS_URL="redis://127.0.0.1:$port/0" "$tmp/bin/ratelimiter" available install-check
+echo "install-check: core, otel and grpclimit $version installed from the local proxy, built and ran"
