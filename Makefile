@@ -36,7 +36,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
+.PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
 
 demo: deps-redis
 	$(GO) run ./cmd/ratelimiter demo
@@ -52,6 +52,7 @@ test: deps vet
 	$(MAKE) test-newest
 	$(MAKE) test-oldest
 	$(MAKE) test-servers
+	$(MAKE) install-check
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
@@ -113,6 +114,12 @@ bench-quick: deps-redis deps-java
 soak: deps
 	SOAK_DURATION=$${SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 20m -run TestSoak -v ./internal/compat
 
+# The published modules (core, otel, grpclimit) installed as a stranger
+# would: from a module proxy built from HEAD (file://), in a new module,
+# no workspace, no replace; the program built and run, the CLI installed.
+install-check: deps-redis
+	bash scripts/install-check.sh
+
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 { print $$2 }'); \
@@ -121,6 +128,7 @@ vet:
 	cd otel && $(WORK) $(GO) vet ./...
 	cd grpclimit && $(WORK) $(GO) vet ./...
 	cd bench && $(WORK) $(GO) vet ./...
+	cd internal/modproxy && $(GO) vet ./...
 
 deps: deps-redis deps-java peer
 

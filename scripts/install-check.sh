@@ -17,7 +17,7 @@ trap cleanup EXIT
 
 export GOWORK=off GOFLAGS=-mod=mod GOPATH="$tmp/gopath" GOMODCACHE="$tmp/gopath/pkg/mod"
 export GOPROXY="file://$tmp/proxy,${GOPROXY_UPSTREAM:-https://proxy.golang.org}"
-export GONOSUMDB=github.com/goredisson GONOSUMCHECK=1 GOFLAGS=-mod=mod
+export GONOSUMDB=github.com/goredisson
 mkdir "$tmp/consumer"
 cd "$tmp/consumer"
 cat > go.mod <<MOD
