@@ -15,7 +15,14 @@ trap cleanup EXIT
 
 (cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$root" -out "$tmp/proxy" -version "$version" . otel grpclimit)
 
-export GOWORK=off GOFLAGS=-mod=mod GOPATH="$tmp/gopath" GOMODCACHE="$tmp/gopath/pkg/mod"
+# A module cache of its own, kept between runs for the upstream modules;
+# this repository's modules are dropped from it first, so that each run
+# installs what HEAD holds, never an earlier run's v0.1.0.
+cache=${INSTALL_CHECK_CACHE:-$HOME/.cache/ratelimiter/install-check-mod}
+for d in "$cache/github.com/goredisson" "$cache/cache/download/github.com/goredisson"; do
+  [ -e "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
+done
+export GOWORK=off GOFLAGS=-mod=mod GOMODCACHE="$cache"
 export GOPROXY="file://$tmp/proxy,${GOPROXY_UPSTREAM:-https://proxy.golang.org}"
 export GONOSUMDB=github.com/goredisson
 mkdir "$tmp/consumer"
