@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,17 +151,28 @@ func (c *cli) doctorClock() check {
 	return check{"clock", "ok", detail}
 }
 
-// doctorTTL warns when the config hash has a TTL that the state keys do
-// not have: they would outlive it.
+// doctorTTL warns when the config hash has a TTL that some state keys do
+// not have (they would outlive it), this client's and every other
+// client's PER_CLIENT keys found by a bounded SCAN included; and when
+// PER_CLIENT budgets of many client ids never expire (a process that
+// starts with a fresh id leaves its budget behind for good).
 func (c *cli) doctorTTL() check {
 	k := c.lim.Keys()
-	keys := []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
+	keys := []string{k.Config, k.Value, k.Permits}
+	for _, q := range []struct{ base, typ string }{{k.Value, "string"}, {k.Permits, "zset"}} {
+		found, _, err := scanBounded(c.ctx, c.rdb, []string{escapeGlob(q.base) + ":*"}, q.typ, 1000, ttlScans)
+		if err != nil {
+			return check{"ttl", "fail", "SCAN: " + err.Error()}
+		}
+		keys = append(keys, found...)
+	}
+	keys = keys[:min(len(keys), ttlKeys)]
 	p := c.rdb.Pipeline()
 	ttls := make([]*redis.DurationCmd, len(keys))
 	for i, key := range keys {
 		ttls[i] = p.PTTL(c.ctx, key)
 	}
-	if _, err := p.Exec(c.ctx); err != nil {
+	if _, err := p.Exec(c.ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return check{"ttl", "fail", "PTTL: " + err.Error()}
 	}
 	cfg := ttls[0].Val()
@@ -168,18 +180,44 @@ func (c *cli) doctorTTL() check {
 		return check{"ttl", "warn", "the limiter's config hash does not exist"}
 	}
 	var without []string
+	clients := 0 // PER_CLIENT keys without a TTL
 	for i := 1; i < len(keys); i++ {
 		if d := ttls[i].Val(); d == -1 || d == -1*time.Nanosecond {
 			without = append(without, keys[i])
+			if i >= 3 {
+				clients++
+			}
 		}
 	}
-	if cfg > 0 && len(without) > 0 {
-		return check{"ttl", "warn", fmt.Sprintf("the config expires in %v but %s have no TTL", cfg.Round(time.Millisecond), strings.Join(without, ", "))}
-	}
-	if cfg > 0 {
+	switch {
+	case cfg > 0 && len(without) > 0:
+		return check{"ttl", "warn", fmt.Sprintf("the config expires in %v but %d state keys have no TTL: %s", cfg.Round(time.Millisecond), len(without), listSome(without, 3))}
+	case cfg > 0:
 		return check{"ttl", "ok", fmt.Sprintf("every key expires (config in %v)", cfg.Round(time.Millisecond))}
+	case clients > manyClients:
+		return check{"ttl", "warn", fmt.Sprintf("%d PER_CLIENT keys of client ids never expire (the config has no TTL): each process with a fresh client id leaves its budget behind; set a keep-alive or fixed client ids", clients)}
 	}
 	return check{"ttl", "ok", "the config has no TTL"}
+}
+
+const (
+	// ttlScans and ttlKeys bound the TTL check: SCAN calls per pattern,
+	// keys whose TTL is read.
+	ttlScans = 100
+	ttlKeys  = 10000
+	// manyClients: more PER_CLIENT keys than this that never expire is a
+	// leak worth a warning, not a few fixed client ids.
+	manyClients = 100
+)
+
+// listSome lists the first n of keys, quoted, and how many more.
+func listSome(keys []string, n int) string {
+	shown := shownAll(keys[:min(n, len(keys))])
+	text := strings.Join(shown, ", ")
+	if len(keys) > n {
+		text += fmt.Sprintf(" and %d more", len(keys)-n)
+	}
+	return text
 }
 
 func (c *cli) doctorSlots(cc *redis.ClusterClient) check {

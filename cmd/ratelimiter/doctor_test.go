@@ -65,3 +65,32 @@ func TestDoctor(t *testing.T) {
 	failsWith(t, 1, r)
 	require.Contains(t, doctorReport(t, r).status("eviction"), "warn: maxmemory-policy allkeys-lru")
 }
+
+// The TTL check reads every client's PER_CLIENT keys, not only this
+// client's: a budget another client left without a TTL on a limiter whose
+// config expires is named; PER_CLIENT budgets of many client ids that
+// never expire (a fresh id per process start) are a leak.
+func TestDoctorTTLOtherClients(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m", "--mode", "per-client", "--keep-alive", "1h"))
+	ok(t, cli(t, "--client-id", "a", "acquire", name))
+	require.True(t, strings.HasPrefix(doctorReport(t, ok(t, cli(t, "doctor", name, "-o", "json"))).status("ttl"), "ok: "))
+
+	require.NoError(t, rdb.Set(ctx, "{"+name+"}:value:left-behind", 5, 0).Err())
+	r := cli(t, "doctor", name, "-o", "json")
+	failsWith(t, 1, r)
+	got := doctorReport(t, r).status("ttl")
+	require.True(t, strings.HasPrefix(got, "warn: the config expires in "), got)
+	require.True(t, strings.HasSuffix(got, " but 1 state keys have no TTL: {"+name+"}:value:left-behind"), got)
+
+	leak := uniqueName(t)
+	ok(t, cli(t, "set-rate", leak, "--rate", "5", "--interval", "1m", "--mode", "per-client"))
+	for i := 0; i < 101; i++ {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("{%s}:value:%d", leak, i), 5, 0).Err())
+	}
+	r = cli(t, "doctor", leak, "-o", "json")
+	failsWith(t, 1, r)
+	require.Contains(t, doctorReport(t, r).status("ttl"), "warn: 101 PER_CLIENT keys of client ids never expire")
+}
