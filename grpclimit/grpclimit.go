@@ -33,6 +33,7 @@ package grpclimit
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -71,17 +72,48 @@ const (
 	FailClosed
 )
 
+// PushbackTrailer is the trailer a refused call carries with the wait
+// hint in whole milliseconds, rounded up: grpc-go's client retry policy
+// (gRFC A6) waits that long before its next attempt when
+// RESOURCE_EXHAUSTED is among its retryable codes, instead of its own
+// backoff.
+const PushbackTrailer = "grpc-retry-pushback-ms"
+
+// pushbackMillis is d in whole milliseconds, rounded up, as decimal text.
+func pushbackMillis(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
+}
+
+// quota names what a refused call ran into, for QuotaFailure.
+type quota struct {
+	rule, key, method string // rule: "" without WithRules
+}
+
 // refusal returns the status of a refused call: ResourceExhausted with
-// RetryInfo carrying the hint and QuotaFailure naming the limiter.
-func refusal(name string, res ratelimiter.Result) *status.Status {
+// RetryInfo carrying the hint and a QuotaFailure violation naming the
+// limiter (Subject), the rule (QuotaId: its name, or "default"), what is
+// counted (QuotaMetric "ratelimiter/permits"), the rate (QuotaValue) and
+// the call's key and method (QuotaDimensions).
+func refusal(name string, q quota, res ratelimiter.Result) *status.Status {
 	st := status.New(codes.ResourceExhausted, "rate limit exceeded; retry after "+res.RetryAfter.Round(time.Millisecond).String())
 	desc := "rate limit exceeded"
 	if res.Limit > 0 {
 		desc = fmt.Sprintf("rate limit of %d per %v exceeded", res.Limit, res.Interval)
 	}
+	id := q.rule
+	if id == "" {
+		id = "default"
+	}
+	dims := map[string]string{"key": q.key}
+	if q.method != "" {
+		dims["method"] = q.method
+	}
 	withDetails, err := st.WithDetails(
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)},
-		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: name, Description: desc}}},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject: name, Description: desc,
+			QuotaMetric: "ratelimiter/permits", QuotaId: id, QuotaValue: res.Limit, QuotaDimensions: dims,
+		}}},
 	)
 	if err != nil {
 		return st

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/goredisson/ratelimiter"
@@ -186,7 +187,10 @@ func (l *Interceptor) admit(ctx context.Context, method string) (context.Context
 		l.onDecision(ctx, d)
 	}
 	if !d.Granted && !l.shadow {
-		return nil, refusal(d.Name, o.Result).Err()
+		// grpc-go's retry policy waits this instead of its backoff when
+		// the code is retryable (gRFC A6); the error is returned anyway.
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackTrailer, pushbackMillis(o.Result.RetryAfter)))
+		return nil, refusal(d.Name, quota{rule: d.Rule, key: key, method: method}, o.Result).Err()
 	}
 	return context.WithValue(ctx, ctxKey{}, d), nil
 }

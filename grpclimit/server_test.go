@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,7 +43,8 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 		require.NoError(t, err, "call %d", i)
 	}
 	for i := 0; i < 2; i++ {
-		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+		var trailer metadata.MD
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
 		st := status.Convert(err)
 		require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
 		hint, ok := grpclimit.RetryAfter(err)
@@ -58,6 +60,13 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 		require.Len(t, quota.Violations, 1)
 		assert.Equal(t, p+"ip:127.0.0.1", quota.Violations[0].Subject)
 		assert.Equal(t, "rate limit of 3 per 1m0s exceeded", quota.Violations[0].Description)
+		assert.Equal(t, "default", quota.Violations[0].QuotaId)
+		assert.Equal(t, "ratelimiter/permits", quota.Violations[0].QuotaMetric)
+		assert.Equal(t, int64(3), quota.Violations[0].QuotaValue)
+		assert.Equal(t, map[string]string{"key": "ip:127.0.0.1", "method": "/grpc.health.v1.Health/Check"}, quota.Violations[0].QuotaDimensions)
+		// The pushback trailer is the hint in whole ms, rounded up.
+		require.Len(t, trailer.Get(grpclimit.PushbackTrailer), 1, "%v", trailer)
+		assert.Equal(t, strconv.FormatInt(int64((hint+time.Millisecond-1)/time.Millisecond), 10), trailer.Get(grpclimit.PushbackTrailer)[0])
 	}
 	assert.Equal(t, 3, h.count())
 }
@@ -284,4 +293,42 @@ func TestNewRejectsBadInput(t *testing.T) {
 		assert.ErrorIs(t, err, ratelimiter.ErrInvalidArgument, name)
 	}
 	assert.False(t, errors.Is(nil, grpclimit.ErrInvalidOption))
+}
+
+// grpc-go's own retry policy waits the pushback trailer: with a 10 ms
+// backoff and three attempts, a call refused on a 1-per-300 ms limiter
+// would be refused three times within 30 ms; with the pushback it is
+// retried after the hint and granted. The decision hook sees one refusal
+// and one grant, the second no earlier than the first's hint after it.
+func TestRetryPolicyWaitsPushback(t *testing.T) {
+	p := prefix(t)
+	var mu sync.Mutex
+	var ds []grpclimit.Decision
+	var at []time.Time
+	l, err := grpclimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: 300 * time.Millisecond}, grpclimit.WithPrefix(p),
+		grpclimit.WithDecisionHook(func(_ context.Context, d grpclimit.Decision) {
+			mu.Lock()
+			defer mu.Unlock()
+			ds, at = append(ds, d), append(at, time.Now())
+		}))
+	require.NoError(t, err)
+	h := &health{}
+	addr := listen(t, h, interceptors(l)...)
+	cc := dial(t, addr, grpc.WithDefaultServiceConfig(`{"methodConfig": [{
+		"name": [{"service": "grpc.health.v1.Health"}],
+		"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+			"backoffMultiplier": 1.0, "retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`))
+	c := healthpb.NewHealthClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = c.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err, "the retry after the pushback is granted")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ds, 3, "grant, refusal, grant: %+v", ds)
+	assert.True(t, ds[0].Granted && !ds[1].Granted && ds[2].Granted, "%+v", ds)
+	assert.GreaterOrEqual(t, at[2].Sub(at[1]), ds[1].RetryAfter-time.Millisecond, "the retry waited the hint")
+	assert.Equal(t, 2, h.count())
 }
