@@ -64,7 +64,7 @@ func TestRulesCluster(t *testing.T) {
 		}
 		resp := get(t, srv.URL, "X-Key", key)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, key)
-		assert.Equal(t, `"hour";q=3;w=3600`, resp.Header.Get("RateLimit-Policy"), key)
+		assert.Equal(t, `"hour";q=3;w=3600, "minute";q=5;w=60`, resp.Header.Get("RateLimit-Policy"), key)
 		assert.Equal(t, int64(2), available(t, lim, names[0]), "key %q: the refusal took nothing from the per-minute rule", key)
 	}
 	assert.Len(t, masters, 3, "the keys land on all three masters")

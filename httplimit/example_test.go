@@ -249,8 +249,8 @@ func ExampleWithRules() {
 	}
 	fmt.Println(strings.TrimPrefix(names[1], prefix), left)
 	// Output:
-	// 200 "minute";q=2;w=60
-	// 200 "minute";q=2;w=60
-	// 429 "minute";q=2;w=60
+	// 200 "minute";q=2;w=60, "day";q=100;w=86400
+	// 200 "minute";q=2;w=60, "day";q=100;w=86400
+	// 429 "minute";q=2;w=60, "day";q=100;w=86400
 	// {ip:127.0.0.1}:day 98
 }

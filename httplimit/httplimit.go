@@ -146,7 +146,9 @@ type Middleware struct {
 	policySet  bool
 	rules      []gate.Rule // WithRules; nil without
 	headers    bool
+	legacy     bool // WithLegacyHeaders
 	shadow     bool
+	skip       func(*http.Request) bool // WithSkip; nil: none
 	err        error
 }
 
@@ -233,6 +235,10 @@ func (l *Middleware) HandlerFunc(next http.HandlerFunc) http.Handler { return l.
 func (l *Middleware) Name(key string) string { return l.Names(key)[0] }
 
 func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if l.skip != nil && l.skip(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
 	key := l.key(r)
 	if key == "" {
 		l.report(r, ErrNoKey)

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -12,8 +13,9 @@ type KeyFunc func(r *http.Request) string
 
 // KeyByIP keys requests by the IP address of the connection's remote end
 // (http.Request.RemoteAddr), as "ip:" + address. It ignores
-// X-Forwarded-For and similar headers, which clients can forge; behind a
-// trusted proxy that sets a header, use KeyByHeader on that header.
+// X-Forwarded-For and similar headers, which clients can forge; behind
+// trusted proxies use KeyByForwardedFor, and KeyByIPPrefix to key IPv6
+// clients by their network rather than by each of their addresses.
 func KeyByIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -76,3 +78,95 @@ func KeyByRoute() KeyFunc {
 }
 
 var routeBraces = strings.NewReplacer("{", "<", "}", ">")
+
+// KeyByIPPrefix returns a KeyFunc that keys requests by the network of the
+// connection's remote address: its first v4Bits bits for IPv4 and v6Bits
+// for IPv6, as "net:" + the prefix (for example "net:2001:db8:1::/48").
+// A client given an IPv6 /64 (or larger) holds every address in it, so
+// keying by the whole address would give it a fresh budget per address;
+// /64 for IPv6 and /32 for IPv4 key a subscriber. Bits beyond an address's
+// length are taken as its length. It returns "" when RemoteAddr holds no
+// IP address.
+func KeyByIPPrefix(v4Bits, v6Bits int) KeyFunc {
+	return func(r *http.Request) string {
+		addr, ok := remoteIP(r.RemoteAddr)
+		if !ok {
+			return ""
+		}
+		return prefixKey(addr, v4Bits, v6Bits)
+	}
+}
+
+// KeyByForwardedFor returns a KeyFunc for a service behind proxies: it
+// keys a request by the client address its trusted proxies saw, as
+// KeyByIPPrefix(v4Bits, v6Bits) would key a direct connection. When the
+// connection comes from a trusted proxy (an address in trusted), it reads
+// X-Forwarded-For from the right, skipping the addresses of trusted
+// proxies, and takes the first that is not one; an entry that is not an
+// IP address ends the walk and keys by that entry's proxy. A connection
+// from anywhere else is keyed by its own address, so a client that forges
+// the header gains nothing. Use 128 and 32 bits to key single addresses.
+func KeyByForwardedFor(trusted []netip.Prefix, v4Bits, v6Bits int) KeyFunc {
+	isTrusted := func(a netip.Addr) bool {
+		for _, p := range trusted {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(r *http.Request) string {
+		client, ok := remoteIP(r.RemoteAddr)
+		if !ok {
+			return ""
+		}
+		hops := forwardedHops(r.Header.Values("X-Forwarded-For"))
+		for i := len(hops) - 1; i >= 0 && isTrusted(client); i-- {
+			a, err := netip.ParseAddr(hops[i])
+			if err != nil {
+				break
+			}
+			client = a.Unmap()
+		}
+		return prefixKey(client, v4Bits, v6Bits)
+	}
+}
+
+// remoteIP parses the address of RemoteAddr ("host:port" or a bare host).
+func remoteIP(remote string) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+// forwardedHops splits X-Forwarded-For values into their addresses, in
+// order, trimmed.
+func forwardedHops(values []string) []string {
+	var hops []string
+	for _, v := range values {
+		for _, h := range strings.Split(v, ",") {
+			hops = append(hops, strings.TrimSpace(h))
+		}
+	}
+	return hops
+}
+
+// prefixKey is "net:" + a's network of v4Bits or v6Bits bits.
+func prefixKey(a netip.Addr, v4Bits, v6Bits int) string {
+	bits := v6Bits
+	if a.Is4() {
+		bits = v4Bits
+	}
+	bits = min(max(bits, 0), a.BitLen())
+	p, err := a.WithZone("").Prefix(bits)
+	if err != nil {
+		return ""
+	}
+	return "net:" + p.String()
+}

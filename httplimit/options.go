@@ -143,3 +143,24 @@ func WithDecisionHook(f func(r *http.Request, d Decision)) Option {
 // A request without a key is served too, after ErrNoKey goes to the error
 // hook. Use it to see what a limit would refuse before enforcing it.
 func WithShadow() Option { return func(l *Middleware) { l.shadow = true } }
+
+// WithSkip makes the middleware serve the requests for which skip returns
+// true without a decision: no permits, no Redis call, no headers, no
+// hooks (health checks, metrics scrapes). A nil skip is an error
+// (ErrInvalidOption).
+func WithSkip(skip func(r *http.Request) bool) Option {
+	return func(l *Middleware) {
+		if skip == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil skip function", ErrInvalidOption))
+		}
+		l.skip = skip
+	}
+}
+
+// WithLegacyHeaders adds X-RateLimit-Limit (requests per window),
+// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the oldest
+// permit in the window expires, or the retry hint on a refusal) beside the
+// RateLimit fields, for clients that still parse the older names. They
+// carry the same figures as RateLimit and RateLimit-Policy's binding
+// policy, and are left out when the headers are (WithoutHeaders).
+func WithLegacyHeaders() Option { return func(l *Middleware) { l.legacy = true } }

@@ -53,7 +53,7 @@ func TestRulesAllOrNothing(t *testing.T) {
 	for i, want := range []string{"2", "1", "0"} {
 		resp := get(t, srv.URL, "X-Key", "a")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "request %d", i)
-		assert.Equal(t, `"hour";q=3;w=3600`, resp.Header.Get("RateLimit-Policy"), "request %d", i)
+		assert.Equal(t, `"hour";q=3;w=3600, "minute";q=5;w=60`, resp.Header.Get("RateLimit-Policy"), "request %d: the binding rule first, then every other", i)
 		assert.Regexp(t, `^"hour";r=`+want+`;t=(3599|3600)$`, resp.Header.Get("RateLimit"), "request %d", i)
 	}
 	resp := get(t, srv.URL, "X-Key", "a")
@@ -61,7 +61,7 @@ func TestRulesAllOrNothing(t *testing.T) {
 	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 	require.NoError(t, err)
 	assert.True(t, ra > 3500 && ra <= 3601, "Retry-After %d: the hourly rule's wait", ra)
-	assert.Equal(t, `"hour";q=3;w=3600`, resp.Header.Get("RateLimit-Policy"))
+	assert.Equal(t, `"hour";q=3;w=3600, "minute";q=5;w=60`, resp.Header.Get("RateLimit-Policy"))
 	assert.Equal(t, fmt.Sprintf(`"hour";r=0;t=%d`, ra), resp.Header.Get("RateLimit"))
 	assert.Equal(t, int64(2), available(t, lim, a[0]), "the refusal took nothing from the per-minute rule")
 	assert.Equal(t, int64(0), available(t, lim, a[1]))
@@ -78,13 +78,13 @@ func TestRulesAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	resp = get(t, srv.URL, "X-Key", "b")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, `"minute";q=1;w=60`, resp.Header.Get("RateLimit-Policy"))
+	assert.Equal(t, `"minute";q=1;w=60, "hour";q=3;w=3600`, resp.Header.Get("RateLimit-Policy"), "the binding rule as Redis holds it, the other as configured")
 	resp = get(t, srv.URL, "X-Key", "b")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	ra, err = strconv.Atoi(resp.Header.Get("Retry-After"))
 	require.NoError(t, err)
 	assert.True(t, ra > 55 && ra <= 61, "Retry-After %d: the per-minute rule's wait", ra)
-	assert.Equal(t, `"minute";q=1;w=60`, resp.Header.Get("RateLimit-Policy"))
+	assert.Equal(t, `"minute";q=1;w=60, "hour";q=3;w=3600`, resp.Header.Get("RateLimit-Policy"), "the binding rule as Redis holds it, the other as configured")
 	assert.Equal(t, int64(2), available(t, lim, b[1]), "the refusal took nothing from the hourly rule")
 	assert.Equal(t, int64(4), h.n.Load())
 
