@@ -136,6 +136,21 @@ func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	}
 }
 
+// Limit decides a call as Unary and Stream do, for the interceptors of
+// go-grpc-middleware v2's ratelimit package: *Interceptor is its Limiter.
+// It returns nil to serve the call (a grant, shadow mode, or a failure
+// under FailOpen) and otherwise the error Unary would fail the call with;
+// that package wraps it in a ResourceExhausted status of its own, which
+// keeps its text but drops the details (RetryInfo, QuotaFailure); the
+// pushback trailer (PushbackTrailer), set on ctx, reaches the client. The
+// method comes from ctx (grpc.Method); the decision is not passed on to
+// the handler (FromContext finds none).
+func (l *Interceptor) Limit(ctx context.Context) error {
+	method, _ := grpc.Method(ctx)
+	_, err := l.admit(ctx, method)
+	return err
+}
+
 // Stream returns the stream server interceptor: each stream takes its
 // permits once, when it opens, before the handler runs.
 func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
