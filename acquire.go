@@ -150,6 +150,10 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	var ok bool
 	var err error
 	if err = ctx.Err(); err == nil {
+		if h := t.client().hooks.Waiting; h != nil {
+			h(d.Limiter, 1)
+			defer h(d.Limiter, -1)
+		}
 		ok, err = waitUntil(ctx, t, n, limit, &d)
 	}
 	d.Granted = ok

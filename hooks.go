@@ -21,6 +21,13 @@ type Hooks struct {
 	// goroutine for the automatic measurements, from the caller's for
 	// MeasureClock.
 	ClockSkew func(ClockSkew)
+	// Waiting is called with +1 when a blocking acquisition (Acquire,
+	// TryAcquireTimeout) of the limiter named limiter (a composite's names
+	// joined by "+", as Decision.Limiter) starts, and with -1 when it
+	// returns, from the caller's goroutine: the sum is the blocking calls
+	// in progress, for a gauge of queued waiters. A call granted at once
+	// counts for its round trip.
+	Waiting func(limiter string, delta int)
 }
 
 // WithHooks installs h on the Client. A later WithHooks replaces an

@@ -107,3 +107,42 @@ func TestErrorsNameTheLimiter(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// The Waiting hook counts blocking calls in progress by limiter: two
+// callers blocked on a spent limiter count 2 until their contexts end,
+// then 0; a try (TryAcquire) never counts.
+func TestWaitingHook(t *testing.T) {
+	var mu sync.Mutex
+	waiting := map[string]int{}
+	hooks := ratelimiter.WithHooks(ratelimiter.Hooks{Waiting: func(name string, delta int) {
+		mu.Lock()
+		defer mu.Unlock()
+		waiting[name] += delta
+	}})
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Hour}, hooks)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return waiting[l.Name()] }
+	ok, err := l.TryAcquire(context.Background(), 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 0, count())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := l.Acquire(ctx, 1)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Acquire: %v, want canceled", err)
+			}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); count() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, 2, count(), "two callers blocked")
+	cancel()
+	wg.Wait()
+	require.Equal(t, 0, count(), "none after they returned")
+}

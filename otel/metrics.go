@@ -60,6 +60,7 @@ type Metrics struct {
 	redis        metric.Float64Histogram
 	batch        metric.Int64Histogram
 	measurements metric.Int64Counter
+	waiters      metric.Int64UpDownCounter
 	names        *names
 	offsetNS     atomic.Int64
 	hasOffset    atomic.Bool
@@ -107,6 +108,9 @@ func New(opts ...Option) (*Metrics, error) {
 	m.measurements, e = meter.Int64Counter("ratelimiter.clock.measurements", metric.WithUnit("{measurement}"),
 		metric.WithDescription("Measurements of a client's clock against Redis TIME, by whether the skew was large, or error.type."))
 	add(e)
+	m.waiters, e = meter.Int64UpDownCounter("ratelimiter.waiters", metric.WithUnit("{waiter}"),
+		metric.WithDescription("Blocking acquisitions (Acquire, TryAcquireTimeout) in progress: callers queued for permits."))
+	add(e)
 	_, e = meter.Float64ObservableGauge("ratelimiter.clock.offset", metric.WithUnit("s"),
 		metric.WithDescription("Client clock minus Redis TIME at the last successful measurement; positive: the client is ahead."),
 		metric.WithFloat64Callback(m.observeOffset))
@@ -119,7 +123,13 @@ func New(opts ...Option) (*Metrics, error) {
 
 // Hooks returns the hooks that record the metrics, for ratelimiter.WithHooks.
 func (m *Metrics) Hooks() ratelimiter.Hooks {
-	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew}
+	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew, Waiting: m.Waiting}
+}
+
+// Waiting counts a blocking acquisition in (+1) or out (-1) of
+// ratelimiter.waiters; it is the Waiting hook.
+func (m *Metrics) Waiting(limiter string, delta int) {
+	m.waiters.Add(context.Background(), int64(delta), m.names.get(limiter).limiter.add...)
 }
 
 // Decision records one acquisition; it is the Decision hook.

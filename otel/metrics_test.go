@@ -150,3 +150,35 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		require.Error(t, err)
 	}
 }
+
+// ratelimiter.waiters is an up-down counter of blocking calls in
+// progress: 1 while a caller waits on a spent limiter, 0 once it returns.
+func TestMetricsWaiters(t *testing.T) {
+	s := newSDK(t)
+	name := redistest.Name(t)
+	l := configured(t, s, name, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	ok, err := l.TryAcquire(context.Background(), 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	waiters := func() int64 {
+		sum, ok := s.collect(t)["ratelimiter.waiters {waiter}"].(metricdata.Sum[int64])
+		require.True(t, ok, "an int64 sum")
+		require.False(t, sum.IsMonotonic)
+		for _, dp := range sum.DataPoints {
+			if attrsOf(dp.Attributes.ToSlice()) == render(map[string]string{"ratelimiter.name": name}) {
+				return dp.Value
+			}
+		}
+		return -1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(ctx, 1) }()
+	for deadline := time.Now().Add(10 * time.Second); waiters() != 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, int64(1), waiters(), "one caller waiting")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, int64(0), waiters())
+}
