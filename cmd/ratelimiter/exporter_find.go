@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"math"
@@ -38,40 +39,50 @@ type findResult struct {
 	truncated bool
 }
 
-// findLimiters returns the limiters whose config key matches one of the
-// patterns, on every master of a cluster.
+// findLimiters returns the first lim.maxLimiters limiters in name order
+// whose config key matches one of the patterns, on every master of a
+// cluster. Each SCAN batch's hashes are read (HMGET, one pipeline per
+// batch) as they come and only the limiters kept so far are held, so its
+// memory grows with maxLimiters and the SCAN COUNT, not with the keys
+// matched (docs/cli.md, "The exporter at scale").
 func findLimiters(ctx context.Context, rdb redis.UniversalClient, lim findLimits) (findResult, error) {
 	var res findResult
-	names, truncated, err := scanHashes(ctx, rdb, lim)
-	if err != nil {
-		return res, err
-	}
-	res.truncated = truncated
-	cmds := make([]*redis.SliceCmd, len(names))
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var mu sync.Mutex
+	kept := newNameHeap(lim.maxLimiters)
+	truncated, err := scanEach(ctx, rdb, lim.patterns, "hash", lim.count, lim.maxScans, func(ctx context.Context, c redis.Cmdable, names []string) error {
+		// A name past the greatest kept one cannot be kept: it is not read.
+		mu.Lock()
+		all := len(names)
+		names = kept.candidates(names)
+		if len(names) < all {
+			res.truncated = true
+		}
+		mu.Unlock()
+		cmds := make([]*redis.SliceCmd, len(names))
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, n := range names {
+				cmds[i] = p.HMGet(ctx, n, "rate", "interval", "type", "keepAliveTime")
+			}
+			return nil
+		})
+		if err != nil && !isReply(err) {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
 		for i, n := range names {
-			cmds[i] = p.HMGet(ctx, n, "rate", "interval", "type", "keepAliveTime")
+			if cfg, ok := configOf(cmds[i].Val()); ok && !kept.offer(found{name: n, cfg: cfg}) {
+				res.truncated = true
+			}
 		}
 		return nil
 	})
-	if err != nil && !isReply(err) {
+	if err != nil {
 		return res, err
 	}
-	for i, n := range names {
-		if cfg, ok := configOf(cmds[i].Val()); ok {
-			if len(res.limiters) == lim.maxLimiters {
-				res.truncated = true
-				break
-			}
-			res.limiters = append(res.limiters, found{name: n, cfg: cfg})
-		}
-	}
+	res.truncated = res.truncated || truncated
+	res.limiters = kept.sorted()
 	return res, nil
-}
-
-// scanHashes returns the hash keys matching the patterns, sorted.
-func scanHashes(ctx context.Context, rdb redis.UniversalClient, lim findLimits) ([]string, bool, error) {
-	return scanBounded(ctx, rdb, lim.patterns, "hash", lim.count, lim.maxScans)
 }
 
 // scanBounded returns the keys of type typ matching the patterns, sorted,
@@ -80,6 +91,30 @@ func scanHashes(ctx context.Context, rdb redis.UniversalClient, lim findLimits) 
 func scanBounded(ctx context.Context, rdb redis.UniversalClient, patterns []string, typ string, count int64, maxScans int) (keys []string, truncated bool, err error) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
+	truncated, err = scanEach(ctx, rdb, patterns, typ, count, maxScans, func(_ context.Context, _ redis.Cmdable, batch []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range batch {
+			seen[k] = true
+		}
+		return nil
+	})
+	keys = make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, truncated, err
+}
+
+// scanEach runs SCAN MATCH pattern COUNT count TYPE typ for every pattern
+// on every master of a cluster (concurrently across masters), at most
+// maxScans calls per pattern and master, and hands each non-empty batch
+// to each with the node it came from. A key may come twice. truncated
+// says the bound stopped a scan.
+func scanEach(ctx context.Context, rdb redis.UniversalClient, patterns []string, typ string, count int64, maxScans int,
+	each func(ctx context.Context, c redis.Cmdable, keys []string) error) (truncated bool, err error) {
+	var mu sync.Mutex
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		for _, pattern := range patterns {
 			var cursor uint64
@@ -94,11 +129,11 @@ func scanBounded(ctx context.Context, rdb redis.UniversalClient, patterns []stri
 				if err != nil {
 					return err
 				}
-				mu.Lock()
-				for _, k := range keys {
-					seen[k] = true
+				if len(keys) > 0 {
+					if err := each(ctx, c, keys); err != nil {
+						return err
+					}
 				}
-				mu.Unlock()
 				if cursor = next; cursor == 0 {
 					break
 				}
@@ -111,12 +146,74 @@ func scanBounded(ctx context.Context, rdb redis.UniversalClient, patterns []stri
 	} else {
 		err = scan(ctx, rdb)
 	}
-	keys = make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
+	return truncated, err
+}
+
+// nameHeap keeps the n limiters of least name offered to it.
+type nameHeap struct {
+	n    int
+	h    []found // a max-heap by name
+	have map[string]bool
+}
+
+func newNameHeap(n int) *nameHeap { return &nameHeap{n: n, have: map[string]bool{}} }
+
+// offer keeps f if it is among the n least names so far, dropping the
+// greatest kept one if need be; it returns false when a limiter was left
+// out (f or the one it replaced). A name kept already is ignored.
+func (k *nameHeap) offer(f found) bool {
+	if k.have[f.name] {
+		return true
 	}
-	sort.Strings(keys)
-	return keys, truncated, err
+	if len(k.h) < k.n {
+		k.have[f.name] = true
+		heap.Push((*byNameDesc)(&k.h), f)
+		return true
+	}
+	if f.name < k.h[0].name {
+		delete(k.have, k.h[0].name)
+		k.have[f.name] = true
+		k.h[0] = f
+		heap.Fix((*byNameDesc)(&k.h), 0)
+	}
+	return false
+}
+
+// candidates returns the names that offer could keep: all of them until
+// n are kept, then those before the greatest kept name that are not kept
+// already. It reuses names' backing array.
+func (k *nameHeap) candidates(names []string) []string {
+	if len(k.h) < k.n {
+		return names
+	}
+	out := names[:0]
+	for _, n := range names {
+		if n < k.h[0].name && !k.have[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// sorted returns the kept limiters in name order.
+func (k *nameHeap) sorted() []found {
+	out := append([]found(nil), k.h...)
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// byNameDesc orders found by name, greatest first, for container/heap.
+type byNameDesc []found
+
+func (b byNameDesc) Len() int           { return len(b) }
+func (b byNameDesc) Less(i, j int) bool { return b[i].name > b[j].name }
+func (b byNameDesc) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
+func (b *byNameDesc) Push(x any)        { *b = append(*b, x.(found)) }
+func (b *byNameDesc) Pop() any {
+	old := *b
+	x := old[len(old)-1]
+	*b = old[:len(old)-1]
+	return x
 }
 
 // configOf reads HMGET rate interval type keepAliveTime as the scripts

@@ -38,7 +38,7 @@ func render(c collection, st *exporterStats) []byte {
 		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
 	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
-	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients are missing.", b2f(c.truncated))
+	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients may be missing.", b2f(c.truncated))
 	e.gauge("ratelimiter_exporter_collect_seconds", "Duration of the last successful collection.", c.took.Seconds())
 	e.gauge("ratelimiter_exporter_last_success_timestamp_seconds", "Unix time of the last successful collection.", float64(st.lastSuccess.UnixMilli())/1e3)
 	e.add("ratelimiter_exporter_collect_errors_total", "counter", "Collections that failed (Redis unreachable, a timeout).", float64(st.errors))
