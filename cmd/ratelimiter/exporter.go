@@ -34,6 +34,7 @@ type exporterFlags struct {
 	maxScans    int
 	scanCount   int64
 	maxRecords  int64
+	idle        time.Duration
 }
 
 func (f *exporterFlags) register(fs *flag.FlagSet) {
@@ -51,12 +52,15 @@ func (f *exporterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxScans, "max-scans", 1000, "most SCAN calls per pattern (and cluster master) per reading")
 	fs.Int64Var(&f.scanCount, "scan-count", 1000, "SCAN COUNT hint")
 	fs.Int64Var(&f.maxRecords, "max-records", recountMax+1, "most permit records fetched per budget and query")
+	fs.DurationVar(&f.idle, "idle", 7*24*time.Hour, "ratelimiter_idle_limiters counts exported limiters with no TTL and no record newer than this (ratelimiter sweep lists them)")
 }
 
 func (f *exporterFlags) check() error {
 	switch {
 	case f.every < 100*time.Millisecond:
 		return usagef("--every must be at least 100ms")
+	case f.idle <= 0:
+		return usagef("--idle must be positive")
 	case f.maxLimiters < 1 || f.maxClients < 1 || f.maxScans < 1 || f.scanCount < 1 || f.maxRecords < 1:
 		return usagef("--max-limiters, --max-clients, --max-scans, --scan-count and --max-records must be at least 1")
 	}
@@ -211,8 +215,13 @@ func (x *exporter) read(ctx context.Context) (collection, error) {
 			return c, fmt.Errorf("limiter %s: %w", strings.TrimSpace(shown(f.name)), err)
 		}
 		c.truncated = c.truncated || st.clientsTruncated
+		var newest int64
 		for _, b := range st.budgets {
 			next[b.permitsKey] = nowMS
+			newest = max(newest, b.newestMS)
+		}
+		if st.ttl < 0 && (newest == 0 || nowMS-newest > x.f.idle.Milliseconds()) {
+			c.idle++
 		}
 		c.limiters = append(c.limiters, st)
 	}

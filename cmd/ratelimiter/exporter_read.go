@@ -35,6 +35,7 @@ type budgetState struct {
 	expiredRecords int64
 	futureRecords  int64
 	futureLead     time.Duration // of the newest record past Redis's clock
+	newestMS       int64         // score of the newest record; 0: none
 	since          *int64        // permits in records stamped in (prev, now]; nil: no previous collection or too many
 }
 
@@ -147,6 +148,9 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 		if a, err := settled(cfg.Rate, value, recs, cutoff); err == nil {
 			b.available = &a
 		}
+	}
+	if top := c.first.Val(); len(top) == 1 {
+		b.newestMS = int64(top[0].Score)
 	}
 	if top := c.first.Val(); len(top) == 1 && top[0].Score > float64(nowMS) {
 		b.futureLead = time.Duration((top[0].Score - float64(nowMS)) * float64(time.Millisecond))

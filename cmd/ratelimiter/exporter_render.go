@@ -17,6 +17,7 @@ type collection struct {
 	truncated bool          // a SCAN or limiter bound was hit
 	elapsed   time.Duration // seconds since the previous collection, by Redis's clock; 0 on the first
 	took      time.Duration
+	idle      int                   // exported limiters with no TTL and no record newer than --idle
 	eviction  *ratelimiter.Eviction // nil: INFO failed (not allowed, for example)
 }
 
@@ -38,6 +39,7 @@ func render(c collection, st *exporterStats) []byte {
 		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
 	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
+	e.gauge("ratelimiter_idle_limiters", "Limiters of the last collection with no TTL and no record newer than --idle: they stay in Redis for good (ratelimiter sweep lists them).", float64(c.idle))
 	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients may be missing.", b2f(c.truncated))
 	e.gauge("ratelimiter_exporter_collect_seconds", "Duration of the last successful collection.", c.took.Seconds())
 	e.gauge("ratelimiter_exporter_last_success_timestamp_seconds", "Unix time of the last successful collection.", float64(st.lastSuccess.UnixMilli())/1e3)
