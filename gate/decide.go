@@ -33,11 +33,18 @@ type Outcome struct {
 // (of the part whose rate is below the permits) as hint, Result.Part
 // naming that part, and the error in Outcome.Note.
 func (g *Gate) Decide(ctx context.Context, t Target, wait time.Duration, shadow bool) (Outcome, error) {
+	return g.DecideN(ctx, t, g.permits, wait, shadow)
+}
+
+// DecideN is Decide for n permits instead of the Gate's: a request whose
+// cost varies. n must be at least 1; n over a part's rate is
+// ErrPermitsExceedRate as in Decide.
+func (g *Gate) DecideN(ctx context.Context, t Target, n int64, wait time.Duration, shadow bool) (Outcome, error) {
 	start := time.Now()
 	var o Outcome
 	err := g.retry(ctx, t, func() error {
 		var err error
-		o, err = g.decide(ctx, t, wait, shadow, start)
+		o, err = g.decide(ctx, t, n, wait, shadow, start)
 		return err
 	})
 	o.Waited = time.Since(start)
@@ -64,14 +71,14 @@ func (g *Gate) partNamed(t Target, err error) int {
 	return 0
 }
 
-func (g *Gate) decide(ctx context.Context, rl Target, wait time.Duration, shadow bool, start time.Time) (Outcome, error) {
-	res, err := rl.Allow(ctx, g.permits)
+func (g *Gate) decide(ctx context.Context, rl Target, n int64, wait time.Duration, shadow bool, start time.Time) (Outcome, error) {
+	res, err := rl.Allow(ctx, n)
 	first := Outcome{Result: res, Exact: true}
 	left := wait - time.Since(start)
 	if err != nil || res.Granted || shadow || res.RetryAfter > left {
 		return first, err
 	}
-	ok, err := rl.TryAcquireTimeout(ctx, g.permits, left)
+	ok, err := rl.TryAcquireTimeout(ctx, n, left)
 	switch {
 	case ok:
 		return Outcome{Result: ratelimiter.Result{Granted: true, Limit: res.Limit, Interval: res.Interval, Part: res.Part}}, nil
@@ -82,6 +89,6 @@ func (g *Gate) decide(ctx context.Context, rl Target, wait time.Duration, shadow
 		return Outcome{}, err
 	}
 	// Others took the permits within the bound: the current hint.
-	res, err = rl.Allow(ctx, g.permits)
+	res, err = rl.Allow(ctx, n)
 	return Outcome{Result: res, Exact: true}, err
 }

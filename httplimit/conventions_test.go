@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -115,4 +116,34 @@ func TestLegacyHeaders(t *testing.T) {
 	plain, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 2, Interval: 10 * time.Second}, httplimit.WithPrefix(prefix(t)))
 	require.NoError(t, err)
 	assert.Empty(t, get(t, serve(t, plain.Handler(&counting{})).URL).Header.Get("X-RateLimit-Limit"), "off by default")
+}
+
+// WithCost: each request takes its own number of permits (here from a
+// header); the RateLimit fields count permits; a cost below 1 is free;
+// a cost above the rate is refused.
+func TestCost(t *testing.T) {
+	cost := func(r *http.Request) int64 {
+		n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
+		return n
+	}
+	lim, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 10, Interval: time.Minute},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithCost(cost))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+	for _, tc := range []struct {
+		cost, status int
+		left         string
+	}{{4, 200, "6"}, {7, 429, "0"}, {6, 200, "0"}, {0, 200, ""}, {11, 429, ""}} {
+		res := get(t, srv.URL, "X-Cost", strconv.Itoa(tc.cost))
+		assert.Equal(t, tc.status, res.StatusCode, "cost %d", tc.cost)
+		if tc.left != "" {
+			assert.Contains(t, res.Header.Get("RateLimit"), ";r="+tc.left+";", "cost %d", tc.cost)
+		}
+	}
+	assert.Equal(t, int64(3), h.n.Load(), "4, 6 and the free request served")
+	_, err = httplimit.New(newRedis(t), ratelimiter.Config{Rate: 10, Interval: time.Minute}, httplimit.WithCost(cost), httplimit.WithPermits(2))
+	assert.ErrorIs(t, err, httplimit.ErrInvalidOption)
+	_, err = httplimit.New(newRedis(t), ratelimiter.Config{Rate: 10, Interval: time.Minute}, httplimit.WithCost(nil))
+	assert.ErrorIs(t, err, httplimit.ErrInvalidOption)
 }

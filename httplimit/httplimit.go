@@ -148,7 +148,8 @@ type Middleware struct {
 	headers    bool
 	legacy     bool // WithLegacyHeaders
 	shadow     bool
-	skip       func(*http.Request) bool // WithSkip; nil: none
+	skip       func(*http.Request) bool  // WithSkip; nil: none
+	cost       func(*http.Request) int64 // WithCost; nil: permits per request
 	err        error
 }
 
@@ -178,6 +179,9 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	}
 	if rdb == nil {
 		l.err = errors.Join(l.err, fmt.Errorf("%w: nil redis client", ErrInvalidOption))
+	}
+	if l.cost != nil && l.permits != 1 {
+		l.err = errors.Join(l.err, fmt.Errorf("%w: WithCost and WithPermits(%d) both set", ErrInvalidOption, l.permits))
 	}
 	if l.rules != nil {
 		l.err = errors.Join(l.err, l.checkRules(cfg))
@@ -249,9 +253,16 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "400 bad request: no rate limit key", http.StatusBadRequest)
 		return
 	}
+	n := l.permits
+	if l.cost != nil {
+		if n = l.cost(r); n < 1 {
+			next.ServeHTTP(w, r) // free: no decision
+			return
+		}
+	}
 	names := l.Names(key)
 	d := Decision{Key: key, Name: names[0], Shadow: l.shadow}
-	o, err := l.gate.Decide(r.Context(), l.gate.Target(l.client, names), l.wait, l.shadow)
+	o, err := l.gate.DecideN(r.Context(), l.gate.Target(l.client, names), n, l.wait, l.shadow)
 	d.Waited = o.Waited
 	if p := o.Result.Part; p > 0 && p < len(names) {
 		d.Name = names[p]

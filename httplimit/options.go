@@ -164,3 +164,19 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 // carry the same figures as RateLimit and RateLimit-Policy's binding
 // policy, and are left out when the headers are (WithoutHeaders).
 func WithLegacyHeaders() Option { return func(l *Middleware) { l.legacy = true } }
+
+// WithCost makes each request take cost(r) permits instead of a fixed
+// number: a request's price in tokens, bytes or work. A cost below 1
+// serves the request without a decision (free). A cost above the rate is
+// refused, as WithPermits above the rate is, and reported to the error
+// hook (ErrPermitsExceedRate). With WithCost the RateLimit fields count
+// permits, not requests. It cannot be combined with WithPermits other
+// than 1; a nil cost is an error (ErrInvalidOption).
+func WithCost(cost func(r *http.Request) int64) Option {
+	return func(l *Middleware) {
+		if cost == nil {
+			l.err = errors.Join(l.err, fmt.Errorf("%w: nil cost function", ErrInvalidOption))
+		}
+		l.cost = cost
+	}
+}
