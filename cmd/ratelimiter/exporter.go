@@ -8,11 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,49 +73,21 @@ func (f *exporterFlags) check() error {
 // runExporter is the exporter command: it reads Redis every --every and
 // serves the last reading until interrupted.
 func runExporter(argv []string, stdout, stderr io.Writer) int {
-	var g globals
 	var f exporterFlags
-	fs := flag.NewFlagSet("ratelimiter exporter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	g.register(fs)
-	f.register(fs)
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(fmt.Sprintf(format, args...)))
-		return code
-	}
-	pos, err := parseInterleaved(fs, argv)
-	switch {
-	case err == flag.ErrHelp:
-		fmt.Fprintln(stdout, "usage: ratelimiter exporter [--listen 127.0.0.1:9464] [--match PATTERN ...] [--every 5s]\n\nServes Prometheus text on /metrics for the limiters found by SCAN.\n\nflags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
-	case err != nil:
-		return fail(2, "%v (see ratelimiter exporter -h)", err)
-	case len(pos) > 0:
-		return fail(2, "unexpected argument %s", shown(pos[0]))
-	}
-	if err := errors.Join(g.check(), f.check()); err != nil {
-		return fail(2, "%v", err)
-	}
-	redis.SetLogger(quietLogger{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rdb, err := g.connect(ctx)
-	if err != nil {
-		return fail(2, "%s", redact(err.Error(), g.effectiveURL()))
-	}
-	defer rdb.Close()
-	x := &exporter{rdb: rdb, f: f, timeout: g.timeout}
-	if err := x.collect(ctx); err != nil {
-		return fail(2, "reading Redis: %s", redact(err.Error(), g.effectiveURL()))
-	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fail(2, "%v", err)
-	}
-	fmt.Fprintf(stdout, "serving http://%s/metrics\n", ln.Addr())
-	return x.serve(ctx, ln, stderr)
+	cmd := standalone{name: "exporter", register: f.register, check: f.check,
+		usage: "usage: ratelimiter exporter [--listen 127.0.0.1:9464] [--match PATTERN ...] [--every 5s]\n\nServes Prometheus text on /metrics for the limiters found by SCAN."}
+	return cmd.run(argv, stdout, stderr, func(se session) int {
+		x := &exporter{rdb: se.rdb, f: f, timeout: se.g.timeout}
+		if err := x.collect(se.ctx); err != nil {
+			return se.fail(2, "reading Redis: %s", redact(err.Error(), se.g.effectiveURL()))
+		}
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return se.fail(2, "%v", err)
+		}
+		fmt.Fprintf(stdout, "serving http://%s/metrics\n", ln.Addr())
+		return x.serve(se.ctx, ln, stderr)
+	})
 }
 
 // exporter holds the last reading.

@@ -7,9 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,54 +75,26 @@ type swept struct {
 
 // runSweep is the sweep command.
 func runSweep(argv []string, stdout, stderr io.Writer) int {
-	var g globals
 	var f sweepFlags
-	fs := flag.NewFlagSet("ratelimiter sweep", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	g.register(fs)
-	f.register(fs)
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "ratelimiter sweep: %s\n", oneLine(fmt.Sprintf(format, args...)))
-		return code
-	}
-	pos, err := parseInterleaved(fs, argv)
-	switch {
-	case err == flag.ErrHelp:
-		fmt.Fprintln(stdout, "usage: ratelimiter sweep [--match PATTERN ...] [--idle 168h] [--apply [--ttl 24h | --delete]]\n\n"+
-			"Lists limiters that have no TTL and no record newer than --idle (a dry run); --apply gives\n"+
-			"each a TTL or deletes it, atomically with a re-check (a limiter used meanwhile is skipped).\n\nflags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return 0
-	case err != nil:
-		return fail(2, "%v (see ratelimiter sweep -h)", err)
-	case len(pos) > 0:
-		return fail(2, "unexpected argument %s", shown(pos[0]))
-	}
-	if err := errors.Join(g.check(), f.check()); err != nil {
-		return fail(2, "%v", err)
-	}
-	redis.SetLogger(quietLogger{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rdb, err := g.connect(ctx)
-	if err != nil {
-		return fail(2, "%s", redact(err.Error(), g.effectiveURL()))
-	}
-	defer rdb.Close()
-	idle, truncated, err := sweep(ctx, rdb, f)
-	if err != nil {
-		return fail(2, "%s", redact(err.Error(), g.effectiveURL()))
-	}
-	if g.output == "json" {
-		enc := json.NewEncoder(stdout)
-		for _, s := range idle {
-			_ = enc.Encode(s)
+	cmd := standalone{name: "sweep", register: f.register, check: f.check,
+		usage: "usage: ratelimiter sweep [--match PATTERN ...] [--idle 168h] [--apply [--ttl 24h | --delete]]\n\n" +
+			"Lists limiters that have no TTL and no record newer than --idle (a dry run); --apply gives\n" +
+			"each a TTL or deletes it, atomically with a re-check (a limiter used meanwhile is skipped)."}
+	return cmd.run(argv, stdout, stderr, func(se session) int {
+		idle, truncated, err := sweep(se.ctx, se.rdb, f)
+		if err != nil {
+			return se.fail(2, "%s", redact(err.Error(), se.g.effectiveURL()))
 		}
-	} else {
-		printSweep(stdout, idle, truncated, f)
-	}
-	return 0
+		if se.g.output == "json" {
+			enc := json.NewEncoder(stdout)
+			for _, s := range idle {
+				_ = enc.Encode(s)
+			}
+		} else {
+			printSweep(stdout, idle, truncated, f)
+		}
+		return 0
+	})
 }
 
 // sweep finds the idle limiters and, with --apply, acts on each.
