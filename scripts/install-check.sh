@@ -78,7 +78,6 @@ func check(err error) {
 }
 GO
 go get "github.com/goredisson/ratelimiter@$version" "github.com/goredisson/ratelimiter/grpclimit@$version" "github.com/goredisson/ratelimiter/otel@$version"
-go mod tidy
 go build -o consumer .
 GOBIN="$tmp/bin" go install "github.com/goredisson/ratelimiter/cmd/ratelimiter@$version"
 
