@@ -22,7 +22,10 @@ cache=${INSTALL_CHECK_CACHE:-$HOME/.cache/ratelimiter/install-check-mod}
 for d in "$cache/github.com/goredisson" "$cache/cache/download/github.com/goredisson"; do
   [ -e "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
 done
-export GOWORK=off GOFLAGS=-mod=mod GOMODCACHE="$cache"
+# The go command indexes module cache directories once, as if a version
+# never changed (GOCACHE's modindex): with this repository's modules
+# re-extracted at the same version, a stale index would hide new imports.
+export GOWORK=off GOFLAGS=-mod=mod GOMODCACHE="$cache" GODEBUG=goindex=0
 export GOPROXY="file://$tmp/proxy,${GOPROXY_UPSTREAM:-https://proxy.golang.org}"
 export GONOSUMDB=github.com/goredisson
 mkdir "$tmp/consumer"
