@@ -84,9 +84,10 @@ const goOnlyCallers = 16
 // Calls per grant depend on how the window's records clump: every caller
 // of a clump is refused once per clump it waits through, so a window in
 // three clumps costs more calls than one in a single clump, and which
-// state a round falls into flips from round to round, on or off. The
-// band was set from that spread (measured in docs/fairness.md): it
-// catches a mechanism that adds a call per wake, not one that adds 10%.
+// state a round falls into flips from round to round, on or off. Eight
+// runs side by side gave 0.86x-1.06x (docs/fairness.md); the 1.25x band
+// leaves room over that spread for a loaded CI machine. It catches a
+// mechanism that adds a call per wake, not one that adds 10%.
 func TestFairnessCostGoOnly(t *testing.T) {
 	redistest.SkipIfShort(t, "fairness cost rounds")
 	const rounds, dur = 5, 2 * time.Second
