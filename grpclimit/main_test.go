@@ -89,10 +89,17 @@ func startServer(t testing.TB, h *health, opts ...grpc.ServerOption) healthpb.He
 
 func listen(t testing.TB, h *health, opts ...grpc.ServerOption) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, h)
+	return serveOn(t, srv)
+}
+
+// serveOn serves srv on a real 127.0.0.1 listener until t ends and
+// returns its address.
+func serveOn(t testing.TB, srv *grpc.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	return ln.Addr().String()

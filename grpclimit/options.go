@@ -106,3 +106,12 @@ func WithDecisionHook(f func(ctx context.Context, d Decision)) Option {
 // is refused, delayed (WithWait is not applied) or failed closed, and a
 // call without a key is served after ErrNoKey goes to the error hook.
 func WithShadow() Option { return func(l *Interceptor) { l.shadow = true } }
+
+// WithPerMessage makes streams take permits for each message they receive
+// (after it arrives, before the handler gets it) instead of once when they
+// open: a refused message fails the handler's RecvMsg with the refusal
+// status (ResourceExhausted with RetryInfo and QuotaFailure, and the
+// pushback trailer), which a handler returns to end the stream. Waits,
+// shadow mode and the failure mode apply to each message; FromContext
+// finds no Decision in a stream's context. Unary calls are unchanged.
+func WithPerMessage() Option { return func(l *Interceptor) { l.perMessage = true } }

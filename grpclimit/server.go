@@ -66,6 +66,7 @@ type Interceptor struct {
 	onError    func(context.Context, string, error)
 	onDecision func(context.Context, Decision)
 	shadow     bool
+	perMessage bool // WithPerMessage
 	err        error
 }
 
@@ -155,12 +156,34 @@ func (l *Interceptor) Limit(ctx context.Context) error {
 // permits once, when it opens, before the handler runs.
 func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if l.perMessage {
+			return handler(srv, &metered{ServerStream: ss, l: l, method: info.FullMethod})
+		}
 		ctx, err := l.admit(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
 		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
 	}
+}
+
+// metered is a ServerStream that takes permits for each message it
+// receives (WithPerMessage).
+type metered struct {
+	grpc.ServerStream
+	l      *Interceptor
+	method string
+}
+
+// RecvMsg receives a message, then takes its permits: a refusal (or a
+// failure under FailClosed) is returned in its place, and the handler,
+// which sees the error, ends the stream with it.
+func (s *metered) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	_, err := s.l.admit(s.Context(), s.method)
+	return err
 }
 
 // stream is a ServerStream whose context carries the Decision.
