@@ -57,6 +57,8 @@ func (s sdk) collect(t testing.TB) map[string]metricdata.Aggregation {
 	out := map[string]metricdata.Aggregation{}
 	for _, sm := range rm.ScopeMetrics {
 		require.Equal(t, ratelimiterotel.ScopeName, sm.Scope.Name)
+		require.Equal(t, ratelimiterotel.Version(), sm.Scope.Version)
+		require.NotEmpty(t, sm.Scope.Version, "the test binary has build info")
 		for _, m := range sm.Metrics {
 			out[m.Name+" "+m.Unit] = m.Data
 		}

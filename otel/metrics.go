@@ -15,6 +15,7 @@ package ratelimiterotel
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -22,6 +23,29 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 )
+
+// Version returns this module's version as the binary's build info records
+// it (v0.1.0, a pseudo-version, or "(devel)" when built inside its own
+// repository), or "" when the binary has no build info. It is the
+// meter's instrumentation scope version.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if bi.Main.Path == ScopeName {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == ScopeName {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return ""
+}
 
 // ScopeName is the instrumentation scope of the meter.
 const ScopeName = "github.com/goredisson/ratelimiter/otel"
@@ -79,7 +103,7 @@ func New(opts ...Option) (*Metrics, error) {
 	case cfg.maxLimiters < 1:
 		return nil, errors.New("ratelimiterotel: WithMaxLimiters below 1")
 	}
-	meter := cfg.provider.Meter(ScopeName)
+	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
 	m := &Metrics{names: newNames(cfg.mapName, cfg.maxLimiters)}
 	var err error
 	add := func(e error) { err = errors.Join(err, e) }

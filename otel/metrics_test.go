@@ -161,7 +161,11 @@ func TestMetricsWaiters(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	waiters := func() int64 {
-		sum, ok := s.collect(t)["ratelimiter.waiters {waiter}"].(metricdata.Sum[int64])
+		agg := s.collect(t)["ratelimiter.waiters {waiter}"]
+		if agg == nil {
+			return 0 // nothing recorded yet
+		}
+		sum, ok := agg.(metricdata.Sum[int64])
 		require.True(t, ok, "an int64 sum")
 		require.False(t, sum.IsMonotonic)
 		for _, dp := range sum.DataPoints {
