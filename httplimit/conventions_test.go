@@ -147,3 +147,41 @@ func TestCost(t *testing.T) {
 	_, err = httplimit.New(newRedis(t), ratelimiter.Config{Rate: 10, Interval: time.Minute}, httplimit.WithCost(nil))
 	assert.ErrorIs(t, err, httplimit.ErrInvalidOption)
 }
+
+// WithTiers: a request of the "pro" tier (by header) takes from a limiter
+// of its own with the tier's limit, named by the tier; others use the
+// default limit; the tier names the RateLimit policy and the Decision.
+func TestTiers(t *testing.T) {
+	p := prefix(t)
+	var last atomic.Value
+	lim, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: time.Minute}, httplimit.WithPrefix(p),
+		httplimit.WithKey(httplimit.KeyByHeader("X-Key")),
+		httplimit.WithTiers(func(r *http.Request) string { return r.Header.Get("X-Plan") },
+			map[string]ratelimiter.Config{"pro": {Rate: 3, Interval: time.Minute}}),
+		httplimit.WithDecisionHook(func(_ *http.Request, d httplimit.Decision) { last.Store(d) }))
+	require.NoError(t, err)
+	srv := serve(t, lim.Handler(&counting{}))
+	pro := func() *http.Response { return get(t, srv.URL, "X-Key", "a", "X-Plan", "pro") }
+	for i := 0; i < 3; i++ {
+		res := pro()
+		require.Equal(t, 200, res.StatusCode, "pro request %d", i)
+		assert.Equal(t, `"pro";q=3;w=60`, res.Header.Get("RateLimit-Policy"))
+	}
+	assert.Equal(t, 429, pro().StatusCode)
+	d := last.Load().(httplimit.Decision)
+	assert.Equal(t, "pro", d.Tier)
+	assert.Equal(t, p+"pro:X-Key:a", d.Name)
+	assert.Equal(t, 200, get(t, srv.URL, "X-Key", "a").StatusCode, "the default tier has its own limiter")
+	assert.Equal(t, 429, get(t, srv.URL, "X-Key", "a", "X-Plan", "free").StatusCode, "an unknown tier is the default")
+	assert.Equal(t, "", last.Load().(httplimit.Decision).Tier)
+
+	for _, tiers := range []map[string]ratelimiter.Config{
+		{"bad name": {Rate: 1, Interval: time.Second}},
+		{"pro": {Rate: 0, Interval: time.Second}},
+		{},
+	} {
+		_, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: time.Minute},
+			httplimit.WithTiers(func(*http.Request) string { return "" }, tiers))
+		assert.ErrorIs(t, err, httplimit.ErrInvalidOption, "%v", tiers)
+	}
+}

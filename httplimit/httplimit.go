@@ -104,6 +104,9 @@ type Decision struct {
 	// grant the one with the fewest permits left, on a refusal the one
 	// that must wait longest. It is "" without WithRules.
 	Rule string
+	// Tier is, with WithTiers, the tier whose limit applied; "" for the
+	// default limit.
+	Tier string
 	// Granted reports whether the permits were taken.
 	Granted bool
 	// RetryAfter is the library's wait hint on a refusal, zero otherwise.
@@ -150,6 +153,9 @@ type Middleware struct {
 	shadow     bool
 	skip       func(*http.Request) bool  // WithSkip; nil: none
 	cost       func(*http.Request) int64 // WithCost; nil: permits per request
+	tierOf     func(*http.Request) string // WithTiers; nil: none
+	tiers      map[string]ratelimiter.Config
+	tierGates  map[string]*gate.Gate
 	err        error
 }
 
@@ -183,6 +189,7 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	if l.cost != nil && l.permits != 1 {
 		l.err = errors.Join(l.err, fmt.Errorf("%w: WithCost and WithPermits(%d) both set", ErrInvalidOption, l.permits))
 	}
+	l.err = errors.Join(l.err, l.checkTiers())
 	if l.rules != nil {
 		l.err = errors.Join(l.err, l.checkRules(cfg))
 	} else {
@@ -202,6 +209,12 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 		l.gate = gate.NewRules(l.rules, l.permits)
 	} else {
 		l.gate = gate.New(cfg, l.permits)
+	}
+	if l.tiers != nil {
+		l.tierGates = make(map[string]*gate.Gate, len(l.tiers))
+		for name, c := range l.tiers {
+			l.tierGates[name] = gate.New(c, l.permits)
+		}
 	}
 	return l, nil
 }
@@ -260,14 +273,15 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	names := l.Names(key)
-	d := Decision{Key: key, Name: names[0], Shadow: l.shadow}
-	o, err := l.gate.DecideN(r.Context(), l.gate.Target(l.client, names), n, l.wait, l.shadow)
+	g, prefix, tier := l.gateFor(r)
+	names := g.Names(prefix, key)
+	d := Decision{Key: key, Name: names[0], Tier: tier, Shadow: l.shadow}
+	o, err := g.DecideN(r.Context(), g.Target(l.client, names), n, l.wait, l.shadow)
 	d.Waited = o.Waited
 	if p := o.Result.Part; p > 0 && p < len(names) {
 		d.Name = names[p]
 	}
-	d.Rule = l.gate.Rule(o.Result.Part)
+	d.Rule = g.Rule(o.Result.Part)
 	if o.Note != nil {
 		l.report(r, o.Note)
 	}
@@ -280,7 +294,11 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		l.onDecision(r, d)
 	}
 	if l.headers {
-		l.setHeaders(w.Header(), o, d.Rule)
+		policy := d.Rule
+		if policy == "" {
+			policy = d.Tier
+		}
+		l.setHeaders(w.Header(), o, policy)
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, d))
 	if !d.Granted && !l.shadow {
