@@ -151,8 +151,8 @@ type Middleware struct {
 	headers    bool
 	legacy     bool // WithLegacyHeaders
 	shadow     bool
-	skip       func(*http.Request) bool  // WithSkip; nil: none
-	cost       func(*http.Request) int64 // WithCost; nil: permits per request
+	skip       func(*http.Request) bool   // WithSkip; nil: none
+	cost       func(*http.Request) int64  // WithCost; nil: permits per request
 	tierOf     func(*http.Request) string // WithTiers; nil: none
 	tiers      map[string]ratelimiter.Config
 	tierGates  map[string]*gate.Gate
