@@ -63,7 +63,7 @@ type acquirer interface {
 	client() *Client
 	label() string // the name its Decisions and errors carry
 	check(err error) error
-	decided(d Decision, err error) error
+	decided(ctx context.Context, d Decision, err error) error
 }
 
 func (r *Limiter) client() *Client { return r.c }
@@ -74,13 +74,13 @@ func (r *Limiter) label() string   { return r.name }
 func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) {
 	d := Decision{Limiter: t.label(), Op: OpAllow, Permits: n}
 	if err := t.check(checkPermits(n)); err != nil {
-		return Result{}, t.decided(d, err)
+		return Result{}, t.decided(ctx, d, err)
 	}
 	c := t.client()
 	if !c.noLocal {
 		if res, ok := c.refusals.lookup(t.laneKey(), n, detail, c.clock()); ok {
 			d.RetryAfter, d.Local = res.RetryAfter, true
-			return res, t.decided(d, nil)
+			return res, t.decided(ctx, d, nil)
 		}
 	}
 	var a answer
@@ -93,15 +93,15 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 		c.refusals.note(t.laneKey(), n, a.v.res, c.clock())
 	}
 	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch
-	return a.v.res, t.decided(d, firstErr(a.err, a.v.err))
+	return a.v.res, t.decided(ctx, d, firstErr(a.err, a.v.err))
 }
 
 // decided reports d, ended with err, to the Client's hooks and returns err
 // naming r.
-func (r *Limiter) decided(d Decision, err error) error {
+func (r *Limiter) decided(ctx context.Context, d Decision, err error) error {
 	err = r.wrap(err)
 	d.Err = err
-	r.c.decided(d)
+	r.c.decided(ctx, d)
 	return err
 }
 
@@ -124,7 +124,7 @@ func (r *Limiter) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // 0 tries once. Other errors are those of Allow.
 func (r *Limiter) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
 	if timeout < 0 {
-		return false, r.decided(Decision{Limiter: r.name, Op: OpTryAcquireTimeout, Permits: n},
+		return false, r.decided(ctx, Decision{Limiter: r.name, Op: OpTryAcquireTimeout, Permits: n},
 			r.check(invalid("negative timeout %v", timeout)))
 	}
 	return wait(ctx, r, n, time.Now().Add(timeout), OpTryAcquireTimeout)
@@ -145,7 +145,7 @@ func (r *Limiter) Acquire(ctx context.Context, n int64) error {
 func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (bool, error) {
 	d := Decision{Limiter: t.label(), Op: op, Permits: n}
 	if err := t.check(checkPermits(n)); err != nil {
-		return false, t.decided(d, err)
+		return false, t.decided(ctx, d, err)
 	}
 	var ok bool
 	var err error
@@ -160,7 +160,7 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	if ok {
 		d.RetryAfter = 0
 	}
-	return ok, t.decided(d, err)
+	return ok, t.decided(ctx, d, err)
 }
 
 // timeoutGrace is how long past TryAcquireTimeout's timeout a script

@@ -118,7 +118,7 @@ func (a *Composite) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // Context deadlines and errors are handled as by Limiter.TryAcquireTimeout.
 func (a *Composite) TryAcquireTimeout(ctx context.Context, n int64, timeout time.Duration) (bool, error) {
 	if timeout < 0 {
-		return false, a.decided(Decision{Limiter: a.name, Op: OpTryAcquireTimeout, Permits: n},
+		return false, a.decided(ctx, Decision{Limiter: a.name, Op: OpTryAcquireTimeout, Permits: n},
 			a.check(invalid("negative timeout %v", timeout)))
 	}
 	return wait(ctx, a, n, time.Now().Add(timeout), OpTryAcquireTimeout)
@@ -146,13 +146,13 @@ func (a *Composite) check(err error) error {
 // per composite acquisition, Limiter being the names joined by "+") and
 // returns err. An error that names no part (Redis's, the context's, bad
 // arguments) names the composite as Decision.Limiter does.
-func (a *Composite) decided(d Decision, err error) error {
+func (a *Composite) decided(ctx context.Context, d Decision, err error) error {
 	var le *LimiterError
 	if err != nil && !errors.As(err, &le) {
 		err = &LimiterError{Limiter: a.name, Err: err}
 	}
 	d.Err = err
-	a.c.decided(d, a.names...)
+	a.c.decided(ctx, d, a.names...)
 	return err
 }
 

@@ -16,6 +16,10 @@ type Hooks struct {
 	// Decision is called once when an acquisition (Allow, TryAcquire,
 	// TryAcquireTimeout, Acquire) returns, whatever its outcome.
 	Decision func(Decision)
+	// DecisionContext is Decision with the caller's context, called after
+	// Decision from the caller's goroutine: for tracing (an event on the
+	// caller's span, a span for a wait). Nil costs nothing.
+	DecisionContext func(ctx context.Context, d Decision)
 	// ClockSkew is called after every measurement of this Client's clock
 	// against Redis (skew.go), failed ones included: from a background
 	// goroutine for the automatic measurements, from the caller's for
@@ -131,9 +135,12 @@ func ErrorKind(err error) string {
 // clock measurement in the background when one is due (skew.go). names
 // are the limiters whose intervals the measurement weighs the skew
 // against: d.Limiter when none are given (a composite gives its parts).
-func (c *Client) decided(d Decision, names ...string) {
+func (c *Client) decided(ctx context.Context, d Decision, names ...string) {
 	c.skew.tick(c, &d, names)
 	if c.hooks.Decision != nil {
 		c.hooks.Decision(d)
+	}
+	if c.hooks.DecisionContext != nil {
+		c.hooks.DecisionContext(ctx, d)
 	}
 }

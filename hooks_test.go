@@ -146,3 +146,30 @@ func TestWaitingHook(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 0, count(), "none after they returned")
 }
+
+// DecisionContext gets the caller's context (a value put in it comes
+// back) with the same Decision as Decision.
+func TestDecisionContextHook(t *testing.T) {
+	type key struct{}
+	var mu sync.Mutex
+	var got []any
+	var plain []ratelimiter.Decision
+	hooks := ratelimiter.WithHooks(ratelimiter.Hooks{
+		Decision: func(d ratelimiter.Decision) { mu.Lock(); plain = append(plain, d); mu.Unlock() },
+		DecisionContext: func(ctx context.Context, d ratelimiter.Decision) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ctx.Value(key{}))
+			require.Equal(t, plain[len(plain)-1], d)
+		}})
+	l, _, _ := setup(t, ratelimiter.Config{Rate: 1, Interval: time.Hour}, hooks)
+	ctx := context.WithValue(context.Background(), key{}, "caller")
+	_, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	ok, err := l.TryAcquireTimeout(ctx, 1, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []any{"caller", "caller"}, got)
+}

@@ -15,8 +15,10 @@ package ratelimiterotel
 import (
 	"context"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -61,6 +63,10 @@ const (
 	AttrOutcome = attribute.Key("ratelimiter.outcome")
 	// AttrErrorType is ratelimiter.ErrorKind of the error.
 	AttrErrorType = attribute.Key("error.type")
+	// AttrPermits is the permits a traced decision asked for.
+	AttrPermits = attribute.Key("ratelimiter.permits")
+	// AttrRetryAfter is a traced refusal's wait hint in ms.
+	AttrRetryAfter = attribute.Key("ratelimiter.retry_after_ms")
 	// AttrLarge says whether a clock measurement found a large skew
 	// (ratelimiter.ClockSkew.Large).
 	AttrLarge = attribute.Key("ratelimiter.clock.large")
@@ -85,6 +91,7 @@ type Metrics struct {
 	batch        metric.Int64Histogram
 	measurements metric.Int64Counter
 	waiters      metric.Int64UpDownCounter
+	tracer       trace.Tracer
 	names        *names
 	offsetNS     atomic.Int64
 	hasOffset    atomic.Bool
@@ -98,13 +105,16 @@ func New(opts ...Option) (*Metrics, error) {
 	switch {
 	case cfg.provider == nil:
 		return nil, errors.New("ratelimiterotel: nil MeterProvider")
+	case cfg.tracers == nil:
+		return nil, errors.New("ratelimiterotel: nil TracerProvider")
 	case cfg.mapName == nil:
 		return nil, errors.New("ratelimiterotel: nil limiter name mapper")
 	case cfg.maxLimiters < 1:
 		return nil, errors.New("ratelimiterotel: WithMaxLimiters below 1")
 	}
 	meter := cfg.provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
-	m := &Metrics{names: newNames(cfg.mapName, cfg.maxLimiters)}
+	m := &Metrics{names: newNames(cfg.mapName, cfg.maxLimiters),
+		tracer: cfg.tracers.Tracer(ScopeName, trace.WithInstrumentationVersion(Version()))}
 	var err error
 	add := func(e error) { err = errors.Join(err, e) }
 	var e error
@@ -147,7 +157,39 @@ func New(opts ...Option) (*Metrics, error) {
 
 // Hooks returns the hooks that record the metrics, for ratelimiter.WithHooks.
 func (m *Metrics) Hooks() ratelimiter.Hooks {
-	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew, Waiting: m.Waiting}
+	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew, Waiting: m.Waiting, DecisionContext: m.Trace}
+}
+
+// Trace records a decision on the caller's span, when that span is
+// recording: an event "ratelimiter.decision" (limiter, operation, outcome,
+// permits, and the hint of a refusal in ms), and for a blocking call that
+// waited, a child span "ratelimiter.wait" over the wait. Without a
+// recording span it does nothing and allocates nothing. It is the
+// DecisionContext hook.
+func (m *Metrics) Trace(ctx context.Context, d ratelimiter.Decision) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	a := m.names.get(d.Limiter)
+	out := outGranted
+	switch {
+	case d.Err != nil:
+		out = outError
+	case !d.Granted:
+		out = outRefused
+	}
+	attrs := a.decision[opIndex(d.Op)][out].attrs
+	ev := append(append(make([]attribute.KeyValue, 0, len(attrs)+2), attrs...), AttrPermits.Int64(d.Permits))
+	if !d.Granted && d.RetryAfter > 0 {
+		ev = append(ev, AttrRetryAfter.Int64(d.RetryAfter.Milliseconds()))
+	}
+	span.AddEvent("ratelimiter.decision", trace.WithAttributes(ev...))
+	if d.Op != ratelimiter.OpAllow && d.Waited > 0 {
+		end := time.Now()
+		_, w := m.tracer.Start(ctx, "ratelimiter.wait", trace.WithTimestamp(end.Add(-d.Waited)), trace.WithAttributes(ev...))
+		w.End(trace.WithTimestamp(end))
+	}
 }
 
 // Waiting counts a blocking acquisition in (+1) or out (-1) of

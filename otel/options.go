@@ -3,6 +3,7 @@ package ratelimiterotel
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Option configures New.
@@ -10,6 +11,7 @@ type Option func(*config)
 
 type config struct {
 	provider    metric.MeterProvider
+	tracers     trace.TracerProvider
 	mapName     func(string) string
 	maxLimiters int
 }
@@ -27,6 +29,13 @@ const OtherLimiters = "_other"
 // makes New fail.
 func WithMeterProvider(p metric.MeterProvider) Option {
 	return func(c *config) { c.provider = p }
+}
+
+// WithTracerProvider sets the TracerProvider of the wait spans; the
+// default is otel.GetTracerProvider(), the global one. A nil provider
+// makes New fail.
+func WithTracerProvider(p trace.TracerProvider) Option {
+	return func(c *config) { c.tracers = p }
 }
 
 // WithLimiterName maps each limiter's name to the value of the
@@ -53,7 +62,7 @@ func WithMaxLimiters(n int) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{provider: otel.GetMeterProvider(), mapName: func(s string) string { return s }, maxLimiters: DefaultMaxLimiters}
+	c := config{provider: otel.GetMeterProvider(), tracers: otel.GetTracerProvider(), mapName: func(s string) string { return s }, maxLimiters: DefaultMaxLimiters}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
