@@ -91,6 +91,7 @@ type Metrics struct {
 	batch        metric.Int64Histogram
 	measurements metric.Int64Counter
 	waiters      metric.Int64UpDownCounter
+	requests     metric.Int64Counter
 	tracer       trace.Tracer
 	names        *names
 	offsetNS     atomic.Int64
@@ -144,6 +145,9 @@ func New(opts ...Option) (*Metrics, error) {
 	add(e)
 	m.waiters, e = meter.Int64UpDownCounter("ratelimiter.waiters", metric.WithUnit("{waiter}"),
 		metric.WithDescription("Blocking acquisitions (Acquire, TryAcquireTimeout) in progress: callers queued for permits."))
+	add(e)
+	m.requests, e = meter.Int64Counter("ratelimiter.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests a middleware decided, by policy and result (acquired, limited): aspnetcore.rate_limiting.requests' shape."))
 	add(e)
 	_, e = meter.Float64ObservableGauge("ratelimiter.clock.offset", metric.WithUnit("s"),
 		metric.WithDescription("Client clock minus Redis TIME at the last successful measurement; positive: the client is ahead."),
