@@ -167,8 +167,8 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 // call may still run: a hint that ends right at the timeout is followed
 // by one more call, as in Redisson, and that call needs a round trip.
 // The call returns by its timeout plus this grace whatever Redis does
-// (a stall, a server that never answers, a slow dial), well inside the
-// 50 ms a caller can count on (docs/differences.md states the 25 ms).
+// (a stall, a server that never answers, a slow dial); docs/
+// differences.md states the 25 ms and the test that measures it.
 const timeoutGrace = 25 * time.Millisecond
 
 // waitUntil is wait's loop, bounded by limit plus timeoutGrace as by a

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
@@ -19,52 +21,55 @@ type yieldRun struct {
 	p50, p99 float64 // Acquire latency, ms
 }
 
-// goOnlyLoad runs goOnlyCallers goroutines in Acquire(1) on one fresh 25
-// per 500 ms limiter on srv for dur, spread over clients Clients (each on
-// its own go-redis client, as pods would be) made with opts. It counts
-// srv's script calls, so srv serves nothing else meanwhile.
-func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Duration, opts ...ratelimiter.Option) yieldRun {
+// goOnlyLoad sets up one fresh 25 per 500 ms limiter on srv and clients
+// Clients (each on its own go-redis client, as pods would be) made with
+// opts, and returns run, which puts goOnlyCallers goroutines in
+// Acquire(1) for dur, spread over the Clients, and then counts srv's
+// script calls since the set-up: srv serves nothing else meanwhile. Call
+// goOnlyLoad on the test's goroutine (it may stop the test); run may go
+// on another.
+func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Duration, opts ...ratelimiter.Option) (run func() yieldRun) {
 	rdb := redistest.Client(t, srv.Addr())
 	name := uniqueName(t)
 	cs := make([]*ratelimiter.Client, clients)
 	for i := range cs {
 		cs[i] = ratelimiter.NewClient(redistest.Client(t, srv.Addr()), opts...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Second)
-	defer cancel()
-	if _, err := cs[0].Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 25, Interval: 500 * time.Millisecond}); err != nil {
-		t.Error(err)
-		return yieldRun{}
-	}
+	_, err := cs[0].Limiter(name).TrySetRate(context.Background(), ratelimiter.Config{Rate: 25, Interval: 500 * time.Millisecond})
+	require.NoError(t, err)
 	before := redistest.ScriptCalls(t, rdb)
-	end := time.Now().Add(dur)
-	var mu sync.Mutex
-	var lat []float64
-	var wg sync.WaitGroup
-	for g := 0; g < goOnlyCallers; g++ {
-		lim := cs[g%clients].Limiter(name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(end) {
-				start := time.Now()
-				if err := lim.Acquire(ctx, 1); err != nil {
-					t.Error(err)
-					return
+	return func() yieldRun {
+		ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Second)
+		defer cancel()
+		end := time.Now().Add(dur)
+		var mu sync.Mutex
+		var lat []float64
+		var wg sync.WaitGroup
+		for g := 0; g < goOnlyCallers; g++ {
+			lim := cs[g%clients].Limiter(name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(end) {
+					start := time.Now()
+					if err := lim.Acquire(ctx, 1); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+					mu.Unlock()
 				}
-				mu.Lock()
-				lat = append(lat, float64(time.Since(start).Microseconds())/1000)
-				mu.Unlock()
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		sort.Float64s(lat)
+		r := yieldRun{grants: len(lat), calls: -before}
+		if len(lat) > 0 {
+			r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+		}
+		return r
 	}
-	wg.Wait()
-	sort.Float64s(lat)
-	r := yieldRun{grants: len(lat), calls: redistest.ScriptCalls(t, rdb) - before}
-	if len(lat) > 0 {
-		r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
-	}
-	return r
 }
 
 // goOnlyCallers is how many goroutines goOnlyLoad runs, spread over
@@ -95,12 +100,18 @@ func TestFairnessCostGoOnly(t *testing.T) {
 	for _, clients := range []int{1, 4, 16} {
 		var on, off []yieldRun
 		for r := 0; r < rounds; r++ {
+			runOff := goOnlyLoad(t, srvOff, clients, dur, ratelimiter.WithFairness(false))
+			runOn := goOnlyLoad(t, srvOn, clients, dur)
 			var a, b yieldRun
 			var wg sync.WaitGroup
 			wg.Add(2)
-			go func() { defer wg.Done(); b = goOnlyLoad(t, srvOff, clients, dur, ratelimiter.WithFairness(false)) }()
-			go func() { defer wg.Done(); a = goOnlyLoad(t, srvOn, clients, dur) }()
+			go func() { defer wg.Done(); b = runOff() }()
+			go func() { defer wg.Done(); a = runOn() }()
 			wg.Wait()
+			// The script calls since each set-up, counted here, on the
+			// test's goroutine.
+			a.calls += redistest.ScriptCalls(t, redistest.Client(t, srvOn.Addr()))
+			b.calls += redistest.ScriptCalls(t, redistest.Client(t, srvOff.Addr()))
 			on, off = append(on, a), append(off, b)
 		}
 		a, b := medianRun(on), medianRun(off)

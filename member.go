@@ -189,8 +189,7 @@ func (m Member) GoMarked() bool {
 
 // GoTag returns the RecordTag of the Client that wrote the record (8 hex
 // digits) and true, or "" and false for a record that carries none:
-// Redisson's, FormatFI records (too short for one) and records of versions
-// of this library that wrote no tag.
+// Redisson's, and FormatFI records (too short for one).
 func (m Member) GoTag() (string, bool) {
 	if m.Format == FormatFI || !m.GoMarked() {
 		return "", false

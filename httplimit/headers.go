@@ -29,9 +29,9 @@ func (l *Middleware) setHeaders(h http.Header, o gate.Outcome, rule string) {
 	if res.Limit > 0 {
 		policies = append(policies, l.policyItem(name, res.Limit, res.Interval))
 	}
-	for _, r := range l.rules {
+	for i, r := range l.rules {
 		if r.Name != rule {
-			policies = append(policies, l.policyItem(r.Name, r.Config.Rate, r.Config.Interval))
+			policies = append(policies, l.rulePolicies[i])
 		}
 	}
 	if len(policies) > 0 {

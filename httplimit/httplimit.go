@@ -148,15 +148,18 @@ type Middleware struct {
 	policy     string
 	policySet  bool
 	rules      []gate.Rule // WithRules; nil without
-	headers    bool
-	legacy     bool // WithLegacyHeaders
-	shadow     bool
-	skip       func(*http.Request) bool   // WithSkip; nil: none
-	cost       func(*http.Request) int64  // WithCost; nil: permits per request
-	tierOf     func(*http.Request) string // WithTiers; nil: none
-	tiers      map[string]ratelimiter.Config
-	tierGates  map[string]*gate.Gate
-	err        error
+	// rulePolicies are the rules' RateLimit-Policy items as configured,
+	// made once in New.
+	rulePolicies []string
+	headers      bool
+	legacy       bool // WithLegacyHeaders
+	shadow       bool
+	skip         func(*http.Request) bool   // WithSkip; nil: none
+	cost         func(*http.Request) int64  // WithCost; nil: permits per request
+	tierOf       func(*http.Request) string // WithTiers; nil: none
+	tiers        map[string]ratelimiter.Config
+	tierGates    map[string]*gate.Gate
+	err          error
 }
 
 // New returns a Middleware that draws permits on rdb (a *redis.Client,
@@ -207,6 +210,9 @@ func New(rdb redis.UniversalClient, cfg ratelimiter.Config, opts ...Option) (*Mi
 	}
 	if l.rules != nil {
 		l.gate = gate.NewRules(l.rules, l.permits)
+		for _, r := range l.rules {
+			l.rulePolicies = append(l.rulePolicies, l.policyItem(r.Name, r.Config.Rate, r.Config.Interval))
+		}
 	} else {
 		l.gate = gate.New(cfg, l.permits)
 	}

@@ -176,14 +176,7 @@ func (m *Metrics) Trace(ctx context.Context, d ratelimiter.Decision) {
 		return
 	}
 	a := m.names.get(d.Limiter)
-	out := outGranted
-	switch {
-	case d.Err != nil:
-		out = outError
-	case !d.Granted:
-		out = outRefused
-	}
-	attrs := a.decision[opIndex(d.Op)][out].attrs
+	attrs := a.decision[opIndex(d.Op)][outcome(d)].attrs
 	ev := append(append(make([]attribute.KeyValue, 0, len(attrs)+2), attrs...), AttrPermits.Int64(d.Permits))
 	if !d.Granted && d.RetryAfter > 0 {
 		ev = append(ev, AttrRetryAfter.Int64(d.RetryAfter.Milliseconds()))
@@ -207,14 +200,7 @@ func (m *Metrics) Decision(d ratelimiter.Decision) {
 	ctx := context.Background()
 	a := m.names.get(d.Limiter)
 	op := opIndex(d.Op)
-	out := outGranted
-	switch {
-	case d.Err != nil:
-		out = outError
-	case !d.Granted:
-		out = outRefused
-	}
-	dec := &a.decision[op][out]
+	dec := &a.decision[op][outcome(d)]
 	m.decisions.Add(ctx, 1, dec.add...)
 	if d.Granted {
 		m.permits.Add(ctx, d.Permits, a.op[op].add...)
@@ -258,6 +244,17 @@ func (m *Metrics) observeOffset(_ context.Context, o metric.Float64Observer) err
 		o.Observe(float64(m.offsetNS.Load()) / 1e9)
 	}
 	return nil
+}
+
+// outcome is d's outcome index: outError, outRefused or outGranted.
+func outcome(d ratelimiter.Decision) int {
+	switch {
+	case d.Err != nil:
+		return outError
+	case !d.Granted:
+		return outRefused
+	}
+	return outGranted
 }
 
 // opIndex maps an Op to 0..3; 0 holds any Op the library does not make.

@@ -130,11 +130,17 @@ func sweep(ctx context.Context, rdb redis.UniversalClient, f sweepFlags) ([]swep
 	return out, res.truncated, nil
 }
 
-// limiterKeys returns every key of limiter l: its config, value and
-// permits keys and every PER_CLIENT client's pair found by a bounded SCAN.
+// limiterKeys returns the keys of limiter l: its config, value and
+// permits keys and, for a PER_CLIENT limiter, every client's pair found by
+// a bounded SCAN (a SCAN walks the whole keyspace, so an OVERALL limiter,
+// the common case, is not scanned; client keys left from an earlier
+// PER_CLIENT configuration are not found).
 func limiterKeys(ctx context.Context, rdb redis.UniversalClient, l found, maxScans int) ([]string, error) {
 	k := ratelimiter.NewClient(rdb, ratelimiter.WithClientID("sweep")).Limiter(l.name).Keys()
 	keys := []string{k.Config, k.Value, k.Permits}
+	if l.cfg.Mode != ratelimiter.PerClient {
+		return keys, nil
+	}
 	ids, _, err := clientIDs(ctx, rdb, k, readLimits{count: 1000, maxScans: maxScans, maxClients: 100000})
 	if err != nil {
 		return nil, err
@@ -146,7 +152,7 @@ func limiterKeys(ctx context.Context, rdb redis.UniversalClient, l found, maxSca
 }
 
 // idleState reads l's config TTL and newest record over its permits keys
-// (every odd-placed key past the config: keys[2], keys[4], ...) and says
+// (keys[2], keys[4], ...: limiterKeys' order) and says
 // whether l is idle: no TTL on its config, no record newer than idle.
 func idleState(ctx context.Context, rdb redis.Cmdable, l found, keys []string, now int64, idle time.Duration) (swept, bool, error) {
 	s := swept{Name: l.name, Mode: l.cfg.Mode.String(), IdleMS: -1}
