@@ -237,7 +237,7 @@ func TestDeniedCommandLeavesStateUntouched(t *testing.T) {
 		for _, batch := range []int{0, 1} {
 			now := time.Now().UnixMilli()
 			c := ratelimiter.NewClient(as, ratelimiter.WithClientID("c1"), ratelimiter.WithMaxBatch(batch),
-				ratelimiter.WithClock(func() time.Time { return time.UnixMilli(now) }))
+				ratelimiter.WithClock(func() time.Time { return time.UnixMilli(now) }), ratelimiter.WithServerClock(false))
 			l := c.Limiter(name)
 			all := c.All(name)
 			keys := []string{l.Keys().Config, l.Keys().Value, l.Keys().ClientValue, l.Keys().Permits, l.Keys().ClientPermits}

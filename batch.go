@@ -47,13 +47,13 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 		args = append(args, n)
 	}
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.clock().UnixMilli(), newPrefix(c.format, c.tag)
+		args[0], args[1] = c.stamp(), newPrefix(c.format, c.tag)
 		if form == formSingle {
 			args[1] = newMember(c.format, c.tag, uint32(ns[0]))
 		}
 		start := time.Now()
 		reply, err := eval(ctx, args...)
-		b := batchReply{roundTrip: time.Since(start), now: args[0].(int64)}
+		b := batchReply{roundTrip: time.Since(start), now: c.clock().UnixMilli()}
 		var ackErr *ReplicaAckError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.err = err

@@ -32,14 +32,26 @@ func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 	if err := r.c.permitted(ctx, r.keyList, "acquire", needAcquire); err != nil {
 		return nil, r.c.result(err)
 	}
-	var v any
-	var err error
-	if ack, ok := r.c.replicaAck(); ok {
-		v, err = r.evalAck(ctx, r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts), ack, r.keyList, args...)
-	} else {
-		v, err = r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts).Run(ctx, r.c.rdb, r.keyList, args...).Result()
+	keys := r.overall
+	if r.c.perClient.has(r.keyList[0]) {
+		keys = r.keyList
+	}
+	v, err := r.runAcquire(ctx, keys, args)
+	if n, ok := v.(int64); ok && n == -2 && len(keys) == 3 {
+		// PER_CLIENT: nothing was written; send all five keys from now on.
+		r.c.perClient.add(r.keyList[0])
+		v, err = r.runAcquire(ctx, r.keyList, args)
 	}
 	return v, r.c.result(err) // each caller's Decision names its own limiter
+}
+
+// runAcquire runs the acquire script once with keys.
+func (r *Limiter) runAcquire(ctx context.Context, keys []string, args []any) (any, error) {
+	s := r.c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts)
+	if ack, ok := r.c.replicaAck(); ok {
+		return r.evalAck(ctx, s, ack, keys, args...)
+	}
+	return s.Run(ctx, r.c.rdb, keys, args...).Result()
 }
 
 // result is where the error of every Redis call the library makes ends:

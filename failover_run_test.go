@@ -133,7 +133,7 @@ func (fr *failoverRun) configure(ctx context.Context) {
 // its own whose clock stamps each record with the call's sequence number.
 func (fr *failoverRun) countWorker() foWorker {
 	clk := &seqClock{}
-	lim := ratelimiter.NewClient(fr.setup.rdb, append(slices.Clone(fr.opts), ratelimiter.WithClock(clk.now))...).Limiter("{fo}:count")
+	lim := ratelimiter.NewClient(fr.setup.rdb, append(slices.Clone(fr.opts), ratelimiter.WithClock(clk.now), ratelimiter.WithServerClock(false))...).Limiter("{fo}:count")
 	return foWorker{"count", func(ctx context.Context) callRec {
 		s := fr.seqBase + fr.seq.Add(1)
 		clk.ms.Store(s)

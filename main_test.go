@@ -38,10 +38,17 @@ func newFakeClock() *fakeClock {
 	return c
 }
 
-func (c *fakeClock) Now() time.Time             { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration)    { c.ms.Add(d.Milliseconds()) }
-func (c *fakeClock) Millis() int64              { return c.ms.Load() }
-func (c *fakeClock) option() ratelimiter.Option { return ratelimiter.WithClock(c.Now) }
+func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+func (c *fakeClock) Millis() int64           { return c.ms.Load() }
+
+// option stamps with the fake clock: the Client's, not the server's.
+func (c *fakeClock) option() ratelimiter.Option {
+	return func(cl *ratelimiter.Client) {
+		ratelimiter.WithClock(c.Now)(cl)
+		ratelimiter.WithServerClock(false)(cl)
+	}
+}
 
 // setup returns a configured limiter on a fake clock.
 func setup(t *testing.T, cfg ratelimiter.Config, opts ...ratelimiter.Option) (*ratelimiter.Limiter, *redis.Client, *fakeClock) {

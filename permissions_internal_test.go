@@ -34,14 +34,15 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		need  []string
 		first []string // called only as the first write or before any write
 	}{
-		{"acquire.lua", luaAcquire, needAcquire, nil},
-		{"acquire_all.lua", luaAcquireAll, needAcquireAll, nil},
-		{"available.lua", luaLib + luaAvailable, needSettle, nil},
-		{"release.lua", luaLib + luaRelease, needRelease, nil},
+		// TIME (the server's clock) is read before any write.
+		{"acquire.lua", luaAcquire, needAcquire, []string{"time"}},
+		{"acquire_all.lua", luaAcquireAll, needAcquireAll, []string{"time"}},
+		{"available.lua", luaLib + luaAvailable, needSettle, []string{"time"}},
+		{"release.lua", luaLib + luaRelease, needRelease, []string{"time"}},
 		// setrate.lua uses lib.lua's refresh (PEXPIRE, PTTL), no other lib command.
 		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, nil},
 		// trysetrate.lua uses lib.lua's refresh (PEXPIRE, PTTL).
-		{"trysetrate.lua", luaTrySetRate + " redis.call('PTTL'", needTrySetRate, []string{"hsetnx"}},
+		{"trysetrate.lua", luaTrySetRate + " redis.call('PTTL'", needTrySetRate, []string{"hsetnx", "time"}},
 	} {
 		for _, c := range luaCommands(tc.src) {
 			if !slices.Contains(tc.need, c) && !slices.Contains(tc.first, c) {

@@ -30,21 +30,24 @@ type Client struct {
 	mapName func(string) string
 	format  MemberFormat
 	clock   func() time.Time
-	cluster bool
-	ring    bool          // rdb is a *redis.Ring: keys are sharded by their hash tag
-	ack     replicaAck    // WithReplicaAck; zero: off
-	refresh refresher     // cluster slot map reloads (topology.go)
-	hooks   Hooks         // WithHooks
-	skew    skewState     // clock measurements against Redis TIME (skew.go)
-	perm    permState     // the user's permissions (permissions.go)
-	evict   evictionState // the server's eviction policy (eviction.go)
+	// clientClock: stamp with clock, not the server's (WithServerClock)
+	clientClock bool
+	cluster     bool
+	ring        bool          // rdb is a *redis.Ring: keys are sharded by their hash tag
+	ack         replicaAck    // WithReplicaAck; zero: off
+	refresh     refresher     // cluster slot map reloads (topology.go)
+	hooks       Hooks         // WithHooks
+	skew        skewState     // clock measurements against Redis TIME (skew.go)
+	perm        permState     // the user's permissions (permissions.go)
+	evict       evictionState // the server's eviction policy (eviction.go)
 
-	maxBatch int      // WithMaxBatch; 1: no combining
-	unfair   bool     // WithFairness(false) (fairness.go)
-	noLocal  bool     // WithLocalRefusals(false) (localrefusal.go)
-	refusals refusals // local refusals by lane key
-	lanes    lanes    // combining state per limiter in use (lane.go)
-	err      error
+	maxBatch  int          // WithMaxBatch; 1: no combining
+	unfair    bool         // WithFairness(false) (fairness.go)
+	noLocal   bool         // WithLocalRefusals(false) (localrefusal.go)
+	refusals  refusals     // local refusals by lane key
+	perClient perClientSet // limiters found PER_CLIENT (clock.go)
+	lanes     lanes        // combining state per limiter in use (lane.go)
+	err       error
 }
 
 // Option configures a Client.
@@ -86,13 +89,14 @@ func WithMemberFormat(f MemberFormat) Option {
 	}
 }
 
-// WithClock sets the clock whose reading, in epoch milliseconds, stamps
-// permit records and decides which have expired; the default is
-// time.Now. Like Redisson, the limiter trusts each client's clock, so
-// the clocks of a fleet must agree. Waiting in Acquire always uses real
-// time. now must be safe for concurrent use: script calls read it from the
-// goroutines that run them, and the clock check (WithClockCheck) from its
-// own.
+// WithClock sets the Client's clock; the default is time.Now. With
+// WithServerClock(false) its reading, in epoch milliseconds, stamps
+// permit records and decides which have expired, as Redisson trusts each
+// client's clock (the clocks of a fleet must then agree); with the
+// server's clock (the default) it times only local refusals and the
+// clock check. Waiting in Acquire always uses real time. now must be
+// safe for concurrent use: script calls read it from the goroutines that
+// run them, and the clock check (WithClockCheck) from its own.
 func WithClock(now func() time.Time) Option {
 	return func(c *Client) {
 		if now == nil {
@@ -197,6 +201,7 @@ func (c *Client) Limiter(name string) *Limiter {
 	}
 	r.keys = keysFor(raw, c.id)
 	r.keyList = r.keys.all()
+	r.overall = []string{r.keyList[0], r.keyList[1], r.keyList[3]}
 	if c.cluster && !r.keys.sameSlot() || c.ring && !r.keys.sameTag() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
@@ -210,6 +215,7 @@ type Limiter struct {
 	name    string
 	keys    Keys
 	keyList []string // keys in the scripts' order K1..K5, made once
+	overall []string // K1, K2 and K4: what an OVERALL acquire needs
 	err     error
 }
 
@@ -219,4 +225,5 @@ func (r *Limiter) Name() string { return r.name }
 // Keys returns the Redis keys of the limiter, for tools that inspect it.
 func (r *Limiter) Keys() Keys { return r.keys }
 
-func (r *Limiter) nowMillis() int64 { return r.c.clock().UnixMilli() }
+// stamp returns the clock argument of a script call (clock.go).
+func (r *Limiter) stamp() any { return r.c.stamp() }

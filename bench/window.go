@@ -26,7 +26,7 @@ type windowSide struct {
 // of a call could grow only with the records it holds.
 func (b *bench) windowTime(ctx context.Context) ([]string, [][]float64, error) {
 	start := time.Now()
-	c := ratelimiter.NewClient(b.rdb, ratelimiter.WithClock(func() time.Time { return start }))
+	c := ratelimiter.NewClient(b.rdb, ratelimiter.WithClock(func() time.Time { return start }), ratelimiter.WithServerClock(false))
 	var sides []windowSide
 	for _, n := range b.plan.windowRecords {
 		l := c.Limiter(b.key("window"))

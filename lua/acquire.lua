@@ -1,13 +1,18 @@
 -- tryAcquire for one request or a batch of them, decided in order at one
 -- clock reading, as if they had come one after another.
 --
--- ARGV: now (ms); the permit record in the client's member format (for
+-- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()); the
+-- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes, which this script appends: the sum of the permits granted);
 -- the reply form; then the permits of each request.
 -- One record holds everything the call grants: Redisson sums the permits
 -- of records, so its budget is the same as with one record per request
 -- (docs/protocol.md, "Combined records").
+--
+-- KEYS: K1..K5 of docs/protocol.md, or K1, K2 and K4 alone while Go
+-- takes the limiter for OVERALL: then the reply is -2, with nothing
+-- written, when it is PER_CLIENT (send all five).
 --
 -- Reply form '0' (exactly one request; the cheap hot path): one integer,
 -- the permits left (>= 0) on a grant, -1 when the record collided with an
@@ -49,29 +54,45 @@ if not (c[1] and c[2] and c[3]) then
   return redis.error_reply('RLNOTINIT RateLimiter is not initialized')
 end
 local valueKey, permitsKey = KEYS[2], KEYS[4]
-if c[3] == '1' then
+if #KEYS == 3 then
+  -- Three keys (config, value, permits): Go takes the limiter for OVERALL
+  -- until told otherwise; each key it need not send saves Redis about
+  -- 1,200 instructions (docs/performance.md).
+  permitsKey = KEYS[3]
+  if c[3] == '1' then
+    return -2 -- PER_CLIENT: nothing written, send all five keys
+  end
+elseif c[3] == '1' then
   valueKey, permitsKey = KEYS[3], KEYS[5]
-elseif c[3] ~= '0' then
+end
+if c[3] ~= '0' and c[3] ~= '1' then
   return redis.error_reply('RLSTATE unknown type ' .. c[3])
 end
 local stored = redis.call('GET', valueKey)
 -- One match for every field (cheaper than one each): decimal integers
--- only, as Config() reads them (tonumber alone would take 0x10 or 1e3).
--- Only the value, first, may have a sign; a negative rate fails below.
-if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') then
+-- only, as Config() reads them (tonumber alone would take 0x10 or 1e3),
+-- none empty. Only the value, first, may have a sign; a negative rate
+-- fails below. Matched, they convert with + 0 (one strtod each; tonumber
+-- makes two).
+if not string.find((stored or c[1]) .. ' ' .. c[1] .. ' ' .. c[2] .. ' ' .. (c[4] or '0'), '^%-?%d+ %d+ %d+ %d+$') then
   return redis.error_reply('RLSTATE config or value fields are not decimal integers')
 end
-local rate, interval, keep = tonumber(c[1]), tonumber(c[2]), tonumber(c[4] or '0')
-local value = tonumber(stored or c[1])
-if not (rate and interval and keep and value) or rate < 1 or interval < 1 or rate > MAX or interval > MAXMS or keep > MAXMS or value > MAX or value < -MAX then
+local rate, interval, keep, value = c[1] + 0, c[2] + 0, (c[4] or '0') + 0, (stored or c[1]) + 0
+if rate < 1 or interval < 1 or rate > MAX or interval > MAXMS or keep > MAXMS or value > MAX or value < -MAX then
   return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
 end
 local single = ARGV[3] == '0'
-if single and tonumber(ARGV[4]) > rate then
+if single and ARGV[4] + 0 > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
-local now = tonumber(ARGV[1])
-local cutoff = now - interval
+-- mirrors lib.lua: clock()
+local stamp = ARGV[1]
+if stamp == '' then
+  local t = redis.call('TIME')
+  stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
+end
+local now = stamp + 0
+local cutoff = string.format('%d', now - interval)
 
 -- mirrors lib.lua: the second half of settle()
 local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
@@ -89,7 +110,7 @@ if not stored or value + released > rate then
   -- The value key is gone while records remain (an evicting policy), or
   -- permits came back that the records still hold (a Redisson release or
   -- availablePermits): count the window's records instead.
-  local live = redis.call('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
+  local live = redis.call('ZRANGEBYSCORE', permitsKey, '(' .. cutoff, '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
   local used = 0
   for i = 1, #live do
     if #live[i] >= 4 then
@@ -130,7 +151,7 @@ if not single then
   out = {}
 end
 for i = 4, #ARGV do
-  local n = tonumber(ARGV[i])
+  local n = ARGV[i] + 0
   if not first and (value < n or not single) then
     local from = #old
     if from == 0 then
@@ -176,7 +197,7 @@ for i = 4, #ARGV do
         local a, b, c, d = string.byte(r[1], -4, -1)
         freed = freed + a + b * 256 + c * 65536 + d * 16777216
       end
-      at = tonumber(r[2])
+      at = r[2] + 0
       if freed >= need then
         break
       end
@@ -194,12 +215,26 @@ for i = 4, #ARGV do
   end
 end
 
+-- On the client's clock (ARGV[1] not empty), a record is never stamped
+-- before the newest of the window, unless that one is more than an
+-- interval ahead of now (a clock far ahead must not hold the limiter):
+-- a call held by a stall after it read its clock cannot then free its
+-- permits before those of calls that ran first. The server's clock is
+-- read when the script runs, so its stamp is never stale.
+-- acquire_all.lua mirrors this block.
+if (total > 0 or lost > 0) and ARGV[1] ~= '' then
+  local last = redis.call('ZRANGE', permitsKey, '-1', '-1', 'WITHSCORES')
+  if last[2] and last[2] - now > 0 and last[2] - now <= interval then
+    stamp = last[2]
+  end
+end
+
 -- The first write: a collision leaves everything as it was.
 local member = ARGV[2]
 if not single then
   member = member .. struct.pack('<I', total)
 end
-if total > 0 and redis.call('ZADD', permitsKey, 'NX', ARGV[1], member) == 0 then
+if total > 0 and redis.call('ZADD', permitsKey, 'NX', stamp, member) == 0 then
   return -1
 end
 if lost > 0 then
@@ -211,7 +246,7 @@ if lost > 0 then
     p = string.sub(p, 1, -5)
   end
   p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
-  redis.call('ZADD', permitsKey, ARGV[1], p .. struct.pack('<I', lost))
+  redis.call('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
 end
 if #old > 0 then
   redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
@@ -243,7 +278,7 @@ if single then
 end
 local reset = 0
 if first[1] then
-  reset = math.max(0, math.min(interval, interval - (now - tonumber(first[2]))))
+  reset = math.max(0, math.min(interval, interval - (now - first[2])))
 elseif total > 0 or lost > 0 then
   reset = interval
 end

@@ -3,7 +3,8 @@
 -- at one clock reading, as acquire.lua decides them for one limiter.
 --
 -- KEYS: K1..K5 of docs/protocol.md for each part, part after part.
--- ARGV: now (ms); the permit record in the client's member format (for
+-- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()); the
+-- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes, which this script appends: the sum of the permits granted);
 -- the reply form; then the permits of each request. Every part gets one
@@ -60,7 +61,13 @@ local function sum(list, p)
 end
 
 local k = #KEYS / 5
-local now = tonumber(ARGV[1])
+-- mirrors lib.lua: clock()
+local stamp = ARGV[1]
+if stamp == '' then
+  local t = redis.call('TIME')
+  stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
+end
+local now = stamp + 0
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
 local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
 local value, changed, nold, minRate = {}, {}, {}, MAX
@@ -225,17 +232,28 @@ local member = ARGV[2]
 if not single then
   member = member .. struct.pack('<I', total)
 end
+-- Each part's stamp: mirrors acquire.lua's rule for the client's clock.
+local stamps = {}
+for p = 1, k do
+  stamps[p] = stamp
+  if (total > 0 or (lost[p] and lost[p] > 0)) and ARGV[1] ~= '' then
+    local last = redis.call('ZRANGE', pkey[p], '-1', '-1', 'WITHSCORES')
+    if last[2] and last[2] - now > 0 and last[2] - now <= interval[p] then
+      stamps[p] = last[2]
+    end
+  end
+end
 if total > 0 then
   for p = 2, k do
     if redis.call('ZSCORE', pkey[p], member) then
       return -1
     end
   end
-  if redis.call('ZADD', pkey[1], 'NX', ARGV[1], member) == 0 then
+  if redis.call('ZADD', pkey[1], 'NX', stamps[1], member) == 0 then
     return -1
   end
   for p = 2, k do
-    redis.call('ZADD', pkey[p], ARGV[1], member)
+    redis.call('ZADD', pkey[p], stamps[p], member)
   end
 end
 for p = 1, k do
@@ -246,7 +264,7 @@ for p = 1, k do
       pre = string.sub(pre, 1, -5)
     end
     pre = string.sub(pre, 1, -2) .. string.char((string.byte(pre, -1) + 128) % 256)
-    redis.call('ZADD', pkey[p], ARGV[1], pre .. struct.pack('<I', lost[p]))
+    redis.call('ZADD', pkey[p], stamps[p], pre .. struct.pack('<I', lost[p]))
   end
   if nold[p] > 0 then
     redis.call('ZREMRANGEBYRANK', pkey[p], 0, nold[p] - 1)

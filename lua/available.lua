@@ -1,7 +1,7 @@
--- availablePermits. ARGV: now (ms). Returns the permits available now,
+-- availablePermits. ARGV: now (ms, or '' for the server's clock). Returns the permits available now,
 -- never below 0, after releasing expired records (settle in lib.lua), and
 -- stores the value when it changed.
-local now = tonumber(ARGV[1])
+local now = clock(ARGV[1])
 local rate, interval, keep, valueKey, permitsKey = limiter()
 local value, changed = settle(valueKey, permitsKey, now, interval, rate)
 if changed then

@@ -47,6 +47,22 @@ local function whole(s, what, lo)
   return v
 end
 
+-- Returns the clock reading a script stamps and expires by, as a number
+-- and as the decimal string that ZADD takes: arg, the client's reading in
+-- ms, or, when arg is empty, the server's (TIME, to the ms). Scripts are
+-- replicated by their effects (Redis 6.2 and later, Valkey), so a replica
+-- stores the stamp the master read. A stall cannot make the server's
+-- reading stale: the script reads it when it runs (docs/protocol.md,
+-- "Clocks"). acquire.lua and acquire_all.lua mirror this block.
+local function clock(arg)
+  if arg ~= '' then
+    return tonumber(arg), arg
+  end
+  local t = redis.call('TIME')
+  local stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
+  return stamp + 0, stamp
+end
+
 -- Returns rate, interval, keepAlive, value key, permits key.
 -- acquire.lua mirrors this block.
 local function limiter()

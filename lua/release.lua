@@ -1,4 +1,4 @@
--- release. ARGV: permits (> 0), now (ms). Gives permits back now, never
+-- release. ARGV: permits (> 0), now (ms, or '' for the server's clock). Gives permits back now, never
 -- past the rate, and takes as many out of the newest permit records
 -- (shrinking or removing them), so that they are not counted again when
 -- those records expire: a release never raises the budget of a later
@@ -6,7 +6,7 @@
 -- back less than asked when the newest records hold fewer permits.
 -- Returns the permits given back.
 local RELEASE_WALK = 128
-local now = tonumber(ARGV[2])
+local now = clock(ARGV[2])
 local rate, interval, keep, valueKey, permitsKey = limiter()
 local value = settle(valueKey, permitsKey, now, interval, rate)
 local want = math.min(tonumber(ARGV[1]), rate - value)

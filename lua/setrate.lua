@@ -1,11 +1,12 @@
 -- setRate / updateRate. ARGV: rate, interval, type, keepAlive, mustExist
--- (1 = updateRate), keepState (1/0), now (ms). Returns 1 when the config
+-- (1 = updateRate), keepState (1/0), now (ms, or '' for the server's
+-- clock). Returns 1 when the config
 -- was written, 0 when mustExist and the limiter does not exist.
 local rate = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local mode = ARGV[3]
 local keep = tonumber(ARGV[4])
-local now = tonumber(ARGV[7])
+local now = clock(ARGV[7])
 
 local old = read('HGET', KEYS[1], 'type')
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then

@@ -1,11 +1,16 @@
 -- trySetRate. KEYS: the limiter's five keys. ARGV: rate, interval, type,
--- keepAlive, full (1/0), now (ms), a permit record, the value to store
--- with it. Returns 1 when the type field was newly set.
+-- keepAlive, full (1/0), now (ms, or '' for the server's clock), a permit
+-- record, the value to store with it. Returns 1 when the type field was newly set.
 -- With full set (the server may evict the limiter's keys), a limiter set
 -- up here while none of its state is left starts with its window full:
 -- the record (stamped now) holds the permits and the value the rest, so
 -- that a limiter re-created after its keys were evicted does not grant
 -- its rate again.
+local stamp = ARGV[6]
+if ARGV[5] == '1' then
+  local _ -- the clock is read before the first write
+  _, stamp = clock(ARGV[6])
+end
 read('HSETNX', KEYS[1], 'rate', ARGV[1])
 redis.call('HSETNX', KEYS[1], 'interval', ARGV[2])
 redis.call('HSETNX', KEYS[1], 'keepAliveTime', ARGV[4])
@@ -20,7 +25,7 @@ if set == 1 and ARGV[5] == '1' then
     valueKey, permitsKey = KEYS[3], KEYS[5]
   end
   if redis.call('EXISTS', valueKey) == 0 and redis.call('EXISTS', permitsKey) == 0 then
-    redis.call('ZADD', permitsKey, ARGV[6], ARGV[7])
+    redis.call('ZADD', permitsKey, stamp, ARGV[7])
     redis.call('SET', valueKey, ARGV[8])
     refresh(valueKey, permitsKey, keep)
   end

@@ -124,7 +124,7 @@ func libraryCalls(t *testing.T, rdb *redis.Client, name string, mode ratelimiter
 	step("Release part of a record", l.Release(ctx, 1))
 	// A client whose clock is past the interval releases expired records.
 	later := ratelimiter.NewClient(rdb, ratelimiter.WithClientID("c1"),
-		ratelimiter.WithClock(func() time.Time { return time.Now().Add(2 * time.Minute) }))
+		ratelimiter.WithClock(func() time.Time { return time.Now().Add(2 * time.Minute) }), ratelimiter.WithServerClock(false))
 	_, err = later.Limiter(l.Name()).TryAcquire(ctx, 1)
 	step("TryAcquire after the interval", err)
 	_, err = l.ExpireAt(ctx, time.Now().Add(time.Hour))

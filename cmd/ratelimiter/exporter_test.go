@@ -113,7 +113,7 @@ func TestInspectShowsFutureRecords(t *testing.T) {
 	ctx := context.Background()
 	name := uniqueName(t)
 	ahead := ratelimiter.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
-	l := ratelimiter.NewClient(newRedis(t), ahead).Limiter(name)
+	l := ratelimiter.NewClient(newRedis(t), ahead, ratelimiter.WithServerClock(false)).Limiter(name)
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Hour})
 	require.NoError(t, err)
 	_, err = l.TryAcquire(ctx, 2)

@@ -647,7 +647,7 @@ func TestAvailableAfterReleaseAndExpiry(t *testing.T) {
 					var stamp int64
 					// (No clock check: it would read this clock from another
 					// goroutine.)
-					gc := goSide{c: newGoClient(t, v, ratelimiter.WithClockCheck(-1), ratelimiter.WithClock(func() time.Time {
+					gc := goSide{c: newGoClient(t, v, ratelimiter.WithClockCheck(-1), ratelimiter.WithServerClock(false), ratelimiter.WithClock(func() time.Time {
 						now := time.Now()
 						stamp = now.UnixMilli()
 						return now

@@ -200,7 +200,7 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 		// goroutine of its script call, before the call's answer): no clock
 		// check, which would read the clock from another goroutine.
 		var last int64
-		cl := ratelimiter.NewClient(shared, append([]ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v)), ratelimiter.WithClockCheck(-1), ratelimiter.WithClock(func() time.Time {
+		cl := ratelimiter.NewClient(shared, append([]ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v)), ratelimiter.WithClockCheck(-1), ratelimiter.WithServerClock(false), ratelimiter.WithClock(func() time.Time {
 			now := time.Now()
 			last = now.UnixMilli()
 			return now

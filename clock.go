@@ -1,0 +1,65 @@
+package ratelimiter
+
+import "sync"
+
+// Clocks (docs/protocol.md, "Clocks"). A permit record's stamp decides
+// when its permits come back, so a stamp earlier than the moment the
+// grant really happened lets them be spent again too soon. A client's own
+// clock reading is stale whenever a stall holds the call between the
+// reading and the script (a CLIENT PAUSE, a slow command, a stopped
+// server), and it is off by the client's clock offset. The scripts read
+// Redis's clock (TIME) instead when Go sends an empty stamp: one clock
+// for every Go writer, read when the script runs.
+
+// WithServerClock chooses the clock that stamps this Client's permit
+// records and decides which have expired. On (the default), the scripts
+// read the server's clock (Redis TIME) when they run: a stall between the
+// call and the script cannot make a stamp stale, and the clocks of the Go
+// fleet need not agree. Off, they use the Client's clock (WithClock), as
+// Redisson does; a grant is then never stamped before the newest record
+// of the window (unless that one is more than an interval ahead), so
+// that a call held by a stall does not free its permits before those of
+// calls that ran first, at one more Redis read per grant. Redisson stamps
+// with its own clock whatever this option says: docs/differences.md
+// states the bound its offset sets.
+func WithServerClock(on bool) Option {
+	return func(c *Client) { c.clientClock = !on }
+}
+
+// stamp returns the clock argument of a script call: the empty string
+// for the server's clock, else the Client's reading in ms.
+func (c *Client) stamp() any {
+	if c.clientClock {
+		return c.clock().UnixMilli()
+	}
+	return ""
+}
+
+// maxPerClient bounds the PER_CLIENT limiter names a Client remembers;
+// the set starts afresh when it is reached (a forgotten limiter costs one
+// more script call, then is remembered again).
+const maxPerClient = 4096
+
+// perClientSet remembers the limiters (by config key) that the acquire
+// script found PER_CLIENT, so that their calls send all five keys: the
+// others send three (lua/acquire.lua), which saves Redis work per call.
+type perClientSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *perClientSet) has(key string) bool {
+	s.mu.Lock()
+	_, ok := s.m[key]
+	s.mu.Unlock()
+	return ok
+}
+
+func (s *perClientSet) add(key string) {
+	s.mu.Lock()
+	if s.m == nil || len(s.m) >= maxPerClient {
+		s.m = make(map[string]struct{})
+	}
+	s.m[key] = struct{}{}
+	s.mu.Unlock()
+}
