@@ -68,20 +68,28 @@ func TestSentinel(t *testing.T) {
 	})
 
 	t.Run("Replicated", func(t *testing.T) {
-		// What the library writes on the master reaches both replicas.
+		// What the library writes on the master reaches both replicas,
+		// stamps included: a script that read the master's TIME is
+		// replicated by its effects, the stamps the master chose.
 		rdb := newFailoverClient(t, s)
 		lim := ratelimiter.NewClient(rdb).Limiter("st-replicated")
 		_, err := lim.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
 		require.NoError(t, err)
+		before := serverMillis(t, rdb)
 		for i := 0; i < 3; i++ {
 			ok, err := lim.TryAcquire(ctx, 2)
 			require.NoError(t, err)
 			require.True(t, ok)
 		}
+		after := serverMillis(t, rdb)
 		m := nodeRedis(t, master)
 		acked, err := m.Wait(ctx, 2, 5*time.Second).Result()
 		require.NoError(t, err)
 		require.EqualValues(t, 2, acked)
+		onMaster := stamps(t, m, lim.Keys().Permits)
+		for _, st := range onMaster {
+			require.True(t, st >= before && st <= after, "stamp %d outside the master's [%d, %d]", st, before, after)
+		}
 		for _, n := range s.Servers() {
 			if n.Addr == master.Addr {
 				continue
@@ -93,6 +101,7 @@ func TestSentinel(t *testing.T) {
 			c, err := r.ZCard(ctx, lim.Keys().Permits).Result()
 			require.NoError(t, err)
 			require.EqualValues(t, 3, c, "replica %s", n.Addr)
+			require.Equal(t, onMaster, stamps(t, r, lim.Keys().Permits), "replica %s", n.Addr)
 		}
 	})
 }
