@@ -15,11 +15,14 @@ import (
 // instructions per call as callgrind counts them (everything Redis does for
 // the call, its network handling included).
 type Instructions struct {
-	Path       string  // "granted" or "refused"
-	Records    int     // records in each limiter's window while counting
-	Redisson   float64 // Redisson's tryAcquire(1), through the peer
-	Go         float64 // this library's TryAcquire(ctx, 1), one caller
-	OneCommand float64 // a script that runs one EXISTS, for scale
+	Path     string  // "granted" or "refused"
+	Records  int     // records in each limiter's window while counting
+	Redisson float64 // Redisson's tryAcquire(1), through the peer
+	Go       float64 // this library's TryAcquire(ctx, 1), one caller
+	// GoClientClock is Go with WithServerClock(false): the Client's clock,
+	// and a read of the window's newest record on each grant.
+	GoClientClock float64
+	OneCommand    float64 // a script that runs one EXISTS, for scale
 }
 
 // instructionPaths: an hour-long window, so nothing leaves it while
@@ -44,24 +47,30 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 	// Local refusals off: the refused path measures the script, which a
 	// Client's first refusal of an ask still runs.
 	g := ratelimiter.NewClient(rdb, ratelimiter.WithLocalRefusals(false))
+	gc := ratelimiter.NewClient(rdb, ratelimiter.WithLocalRefusals(false), ratelimiter.WithServerClock(false))
 	baseline := redis.NewScript(`return redis.call('EXISTS', KEYS[1])`)
 	var out []Instructions
 	for _, path := range instructionPaths {
 		records := min(fill, int(path.cfg.Rate))
-		names := map[string]string{"redisson": prefix + path.name + ".redisson", "go": prefix + path.name + ".go"}
-		calls := map[string]func(k int) error{
-			"redisson": func(k int) error { _, err := peer.Do(ctx, "bench", names["redisson"], k); return err },
-			"go": func(k int) error {
-				l := g.Limiter(names["go"])
+		names := map[string]string{"redisson": prefix + path.name + ".redisson", "go": prefix + path.name + ".go",
+			"goclient": prefix + path.name + ".goclient"}
+		goCalls := func(c *ratelimiter.Client, name string) func(k int) error {
+			return func(k int) error {
+				l := c.Limiter(name)
 				for i := 0; i < k; i++ {
 					if _, err := l.TryAcquire(ctx, 1); err != nil {
 						return err
 					}
 				}
 				return nil
-			},
+			}
 		}
-		sides := []string{"redisson", "go"}
+		calls := map[string]func(k int) error{
+			"redisson": func(k int) error { _, err := peer.Do(ctx, "bench", names["redisson"], k); return err },
+			"go":       goCalls(g, names["go"]),
+			"goclient": goCalls(gc, names["goclient"]),
+		}
+		sides := []string{"redisson", "go", "goclient"}
 		if peer == nil {
 			sides = sides[1:]
 			delete(names, "redisson")
@@ -95,11 +104,15 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 		if err != nil {
 			return nil, err
 		}
+		oursClient, err := cg.Count(func() error { return calls["goclient"](n) })
+		if err != nil {
+			return nil, err
+		}
 		if err := checkPath(ctx, g, names, path.cfg.Rate, records, n, path.granted); err != nil {
 			return nil, fmt.Errorf("%s path: %w", path.name, err)
 		}
 		per := func(v int64) float64 { return float64(v) / float64(n) }
-		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per(java), Go: per(ours), OneCommand: per(base)})
+		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per(java), Go: per(ours), GoClientClock: per(oursClient), OneCommand: per(base)})
 	}
 	return out, nil
 }
