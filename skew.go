@@ -11,14 +11,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Clock skew. Permit records are stamped with each client's clock, and
-// every client decides by its own clock which records have left the
-// window: a client whose clock is ahead by d sees the others' records
-// expire d early and takes their permits again. A Client therefore
-// compares its clock with Redis's TIME, the one clock every client
-// reaches: once at its first acquisition that reaches Redis, then every
-// few minutes, always in a background goroutine (at most one at a time),
-// so that no acquisition waits for it.
+// Clock skew. Redisson stamps permit records with its JVM's clock and
+// decides by it which records have left the window: a writer whose clock
+// is ahead by d sees the others' records expire d early and takes their
+// permits again. This library stamps by Redis's clock unless made with
+// WithServerClock(false) (clock.go), so its own offset then moves nothing;
+// a Java service on the same host, or under the same time service, is off
+// by about as much. A Client therefore compares its clock with Redis's
+// TIME, the one clock every client reaches: once at its first acquisition
+// that reaches Redis, then every few minutes, always in a background
+// goroutine (at most one at a time), so that no acquisition waits for it.
 
 // DefaultClockCheck is how often a Client measures its clock against
 // Redis after the first measurement, unless WithClockCheck says
