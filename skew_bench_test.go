@@ -15,7 +15,8 @@ import (
 
 // BenchmarkClockSkew measures what a skewed clock does to the limit: two
 // Clients, one on this machine's clock and one offset from it (WithClock),
-// take permits as fast as they can for 8 s; the benchmark reports the
+// stamping by the server's clock (clock=server, the default) or by their
+// own (clock=client, WithServerClock(false)), take permits as fast as they can for 8 s; the benchmark reports the
 // most grants in any real window of one interval less 5 ms, that count
 // over the rate, and the mean grants per interval over the rate. (Records
 // are stamped in whole ms and a grant's time is the middle of its call, so
@@ -32,21 +33,25 @@ func BenchmarkClockSkew(b *testing.B) {
 		{50, 0}, {50, 100 * time.Millisecond}, {50, -100 * time.Millisecond},
 		{50, 500 * time.Millisecond}, {50, -500 * time.Millisecond},
 	} {
-		b.Run(fmt.Sprintf("rate=%d/s,offset=%v", tc.rate, tc.offset), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				worst, total, secs := skewRun(b, tc.rate, time.Second, tc.offset, 8*time.Second)
-				b.ReportMetric(float64(worst), "worst-window-grants")
-				b.ReportMetric(float64(worst)/float64(tc.rate), "worst/rate")
-				b.ReportMetric(float64(total)/secs/float64(tc.rate), "mean/rate")
-			}
-		})
+		for _, server := range []bool{true, false} {
+			clock := map[bool]string{true: "server", false: "client"}[server]
+			b.Run(fmt.Sprintf("clock=%s,rate=%d/s,offset=%v", clock, tc.rate, tc.offset), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					worst, total, secs := skewRun(b, tc.rate, time.Second, tc.offset, 8*time.Second, server)
+					b.ReportMetric(float64(worst), "worst-window-grants")
+					b.ReportMetric(float64(worst)/float64(tc.rate), "worst/rate")
+					b.ReportMetric(float64(total)/secs/float64(tc.rate), "mean/rate")
+				}
+			})
+		}
 	}
 }
 
-// skewRun runs the two Clients for d and returns the most grants in any
+// skewRun runs the two Clients (on the server's clock if server) for d
+// and returns the most grants in any
 // real window of interval less 5 ms, the grants in all and the seconds
 // they took.
-func skewRun(b *testing.B, rate int64, interval, offset, d time.Duration) (int, int, float64) {
+func skewRun(b *testing.B, rate int64, interval, offset, d time.Duration, server bool) (int, int, float64) {
 	ctx := context.Background()
 	rdb := newRedis(b)
 	name := uniqueName(b)
@@ -61,7 +66,7 @@ func skewRun(b *testing.B, rate int64, interval, offset, d time.Duration) (int, 
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, clock := range clocks {
-		l := ratelimiter.NewClient(rdb, clock, ratelimiter.WithClockCheck(-1)).Limiter(name)
+		l := ratelimiter.NewClient(rdb, clock, ratelimiter.WithClockCheck(-1), ratelimiter.WithServerClock(server)).Limiter(name)
 		for w := 0; w < 2; w++ {
 			wg.Add(1)
 			go func() {
