@@ -57,7 +57,7 @@ type failoverRun struct {
 	setup failoverSetup
 	opts  []ratelimiter.Option
 
-	count     *ratelimiter.Limiter // every grant stays as one record
+	counts    []*ratelimiter.Limiter // one per count worker: every grant stays as one record
 	seqBase   int64                // count records are scored seqBase+seq
 	seq       atomic.Int64
 	perClient *ratelimiter.Client // one client: one PER_CLIENT budget
@@ -104,7 +104,7 @@ func newFailoverRun(ctx context.Context, t *testing.T, setup failoverSetup, opts
 	// hint (Redisson's algorithm has no fairness), and starve it past its
 	// deadline even without a failover.
 	fr.workers = []foWorker{
-		fr.countWorker(), fr.countWorker(), fr.countWorker(), // 0-2
+		fr.countWorker(0), fr.countWorker(1), fr.countWorker(2), // 0-2
 		fr.acquireWorker("{fo}:overall"), fr.acquireWorker("{fo}:overall"), // 3-4
 		fr.acquireWorker("{fo}:perclient"), fr.acquireWorker("{fo}:perclient"), // 5-6
 		fr.tryWorker("{fo}:try"), // 7
@@ -119,9 +119,13 @@ func newFailoverRun(ctx context.Context, t *testing.T, setup failoverSetup, opts
 // record; the others have foLimitRate per foLimitInterval.
 func (fr *failoverRun) configure(ctx context.Context) {
 	admin := ratelimiter.NewClient(fr.setup.rdb, fr.opts...)
-	fr.count = admin.Limiter("{fo}:count")
-	_, err := fr.count.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: 24 * time.Hour})
-	require.NoError(fr.t, err)
+	fr.counts = nil
+	for i := 0; i < foCountWorkers; i++ {
+		l := admin.Limiter(fmt.Sprintf("{fo}:count:%d", i))
+		_, err := l.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1 << 40, Interval: 24 * time.Hour})
+		require.NoError(fr.t, err)
+		fr.counts = append(fr.counts, l)
+	}
 	modes := map[string]ratelimiter.Mode{"{fo}:overall": ratelimiter.Overall, "{fo}:perclient": ratelimiter.PerClient, "{fo}:try": ratelimiter.Overall}
 	for _, l := range foLimited {
 		_, err := admin.Limiter(l.name).TrySetRate(ctx, ratelimiter.Config{Mode: modes[l.name], Rate: foLimitRate, Interval: foLimitInterval})
@@ -129,11 +133,18 @@ func (fr *failoverRun) configure(ctx context.Context) {
 	}
 }
 
-// countWorker calls TryAcquire on the count limiter through a client of
+// foCountWorkers is the number of count workers, each on a count limiter
+// of its own.
+const foCountWorkers = 3
+
+// countWorker calls TryAcquire on count limiter i through a client of
 // its own whose clock stamps each record with the call's sequence number.
-func (fr *failoverRun) countWorker() foWorker {
+// A limiter per worker, whose calls follow one another: on the client's
+// clock a grant is never stamped before the newest record, so a call that
+// ran after a later-numbered one would take that one's number.
+func (fr *failoverRun) countWorker(i int) foWorker {
 	clk := &seqClock{}
-	lim := ratelimiter.NewClient(fr.setup.rdb, append(slices.Clone(fr.opts), ratelimiter.WithClock(clk.now), ratelimiter.WithServerClock(false))...).Limiter("{fo}:count")
+	lim := ratelimiter.NewClient(fr.setup.rdb, append(slices.Clone(fr.opts), ratelimiter.WithClock(clk.now), ratelimiter.WithServerClock(false))...).Limiter(fmt.Sprintf("{fo}:count:%d", i))
 	return foWorker{"count", func(ctx context.Context) callRec {
 		s := fr.seqBase + fr.seq.Add(1)
 		clk.ms.Store(s)

@@ -108,11 +108,13 @@ func (fr *failoverRun) countLost(ctx context.Context, res *failoverResult, count
 	nm, err := fr.setup.promoted(pctx)
 	require.NoError(fr.t, err)
 	defer nm.Close()
-	zs, err := nm.ZRangeWithScores(ctx, fr.count.Keys().Permits, 0, -1).Result()
-	require.NoError(fr.t, err)
 	present := map[int64]bool{}
-	for _, z := range zs {
-		present[int64(z.Score)] = true
+	for _, l := range fr.counts {
+		zs, err := nm.ZRangeWithScores(ctx, l.Keys().Permits, 0, -1).Result()
+		require.NoError(fr.t, err)
+		for _, z := range zs {
+			present[int64(z.Score)] = true
+		}
 	}
 	for s := range counted.told {
 		if !present[s] {
