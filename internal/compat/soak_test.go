@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redisproc"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // TestSoak runs Go and the real Redisson 4.7.0 together on three limiters
@@ -24,9 +27,21 @@ import (
 // unless set; `make soak` runs 10 minutes), with every operation (try,
 // blocking, Allow, release, availablePermits, setRate with keepState) and a
 // fault every few seconds against its own redis-server: CLIENT KILL, DEBUG
-// SLEEP, SCRIPT FLUSH, and a restart that keeps the data (AOF). It checks,
-// from every permit record ever seen, that no window of the interval less
-// soakSlack holds more than the rate;
+// SLEEP, SCRIPT FLUSH, and a restart that keeps the data (AOF). Go stamps
+// with the server's clock (the default). It checks, in every window of the
+// full interval:
+//   - by the scores of every permit record ever seen: on the limiter only
+//     Go writes (PER_CLIENT), at most the rate, exactly; on the two that
+//     Redisson writes too, at most the rate plus the permits scored in the
+//     window's first D ms, D the largest stamp disorder its records can
+//     have (scoreRecs: for a Redisson record, how long after its stamp it
+//     was first seen, plus the measured clock offsets; printed);
+//   - by the Go callers' own start and reply times (redistest.WorstCertain,
+//     windows of the interval less 1 ms): at most the rate, no slack; a
+//     TryAcquire the soak releases at once counts nowhere, and its Release
+//     is set against a window it may have run in when the grant may have
+//     run before it (worstCertainNet);
+//
 // that no Go call returns later than its deadline + 50 ms, except during a
 // measured stall of this process; and that goroutines come back to where
 // they were.
@@ -51,12 +66,17 @@ func TestSoak(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	client := ratelimiter.NewClient(rdb)
+	clkBefore, err := measureClocks(ctx, peer, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgs := map[string]ratelimiter.Config{
 		"soak:overall":   {Rate: 50, Interval: time.Second},
 		"soak:perclient": {Mode: ratelimiter.PerClient, Rate: 20, Interval: 500 * time.Millisecond},
 		"soak:keepalive": {Rate: 30, Interval: time.Second, KeepAlive: 5 * time.Second},
 	}
 	watch := map[string]*recordLog{}
+	callers := map[string]*callerLog{}
 	for name, cfg := range cfgs {
 		l := client.Limiter(name)
 		if err := l.SetRate(ctx, cfg); err != nil {
@@ -66,10 +86,12 @@ func TestSoak(t *testing.T) {
 		if cfg.Mode == ratelimiter.PerClient {
 			key = l.Keys().ClientPermits
 		}
-		watch[name] = &recordLog{key: key, interval: cfg.Interval, seen: map[string]seenRecord{}}
+		watch[name] = &recordLog{key: key, interval: cfg.Interval, margin: clkBefore.expiryMargin(), seen: map[string]seenRecord{}}
+		callers[name] = &callerLog{}
 	}
 
-	end := time.Now().Add(dur)
+	begin := time.Now()
+	end := begin.Add(dur)
 	var wg sync.WaitGroup
 	var stalls stallLog
 	var calls, late, hung, failed, granted atomic.Int64
@@ -91,10 +113,14 @@ func TestSoak(t *testing.T) {
 		go func() { defer wg.Done(); w.sample(watchCtx, rdb) }()
 	}
 	// Go: four workers on the OVERALL limiters, one on PER_CLIENT.
-	timed := func(deadline time.Duration, call func(ctx context.Context) (bool, error)) {
+	// timed makes one call; a grant of n permits goes to g (nil: none).
+	timed := func(deadline time.Duration, g *redistest.Grants, n int64, call func(ctx context.Context) (bool, error)) {
 		cctx, cancel := context.WithTimeout(ctx, deadline)
 		start := time.Now()
 		ok, err := call(cctx)
+		if ok && g != nil {
+			g.Add(start, n)
+		}
 		took := time.Since(start)
 		cancel()
 		calls.Add(1)
@@ -115,35 +141,39 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	for i := 0; i < 4; i++ {
-		l := client.Limiter([]string{"soak:overall", "soak:keepalive"}[i%2])
+		name := []string{"soak:overall", "soak:keepalive"}[i%2]
+		l, cl := client.Limiter(name), callers[name]
 		step := 0
 		run(func() {
 			step++
 			switch step % 5 {
 			case 0:
-				timed(300*time.Millisecond, func(c context.Context) (bool, error) {
+				timed(300*time.Millisecond, &cl.grants, 1, func(c context.Context) (bool, error) {
 					err := l.Acquire(c, 1)
 					return err == nil, err
 				})
 			case 1:
-				timed(300*time.Millisecond, func(c context.Context) (bool, error) {
+				timed(300*time.Millisecond, &cl.grants, 2, func(c context.Context) (bool, error) {
 					r, err := l.Allow(c, 2)
 					return r.Granted, err
 				})
 			case 2:
-				timed(300*time.Millisecond, func(c context.Context) (bool, error) {
+				timed(300*time.Millisecond, &cl.grants, 1, func(c context.Context) (bool, error) {
 					return l.TryAcquireTimeout(c, 1, 100*time.Millisecond)
 				})
 			case 3:
-				timed(300*time.Millisecond, func(c context.Context) (bool, error) {
+				timed(300*time.Millisecond, nil, 0, func(c context.Context) (bool, error) {
+					try := time.Now()
 					ok, err := l.TryAcquire(c, 1)
 					if ok && err == nil {
+						rel := time.Now()
 						err = l.Release(c, 1) // used nothing after all
+						cl.released(releasePair{tryStart: try, relStart: rel, relReply: time.Now()})
 					}
 					return false, err
 				})
 			default:
-				timed(300*time.Millisecond, func(c context.Context) (bool, error) {
+				timed(300*time.Millisecond, nil, 0, func(c context.Context) (bool, error) {
 					_, err := l.AvailablePermits(c)
 					return false, err
 				})
@@ -153,13 +183,13 @@ func TestSoak(t *testing.T) {
 	}
 	pc := client.Limiter("soak:perclient")
 	run(func() {
-		timed(300*time.Millisecond, func(c context.Context) (bool, error) { return pc.TryAcquire(c, 1) })
+		timed(300*time.Millisecond, &callers["soak:perclient"].grants, 1, func(c context.Context) (bool, error) { return pc.TryAcquire(c, 1) })
 		time.Sleep(5 * time.Millisecond)
 	})
 	// setRate with keepState on the keep-alive limiter, every 3 s.
 	run(func() {
 		time.Sleep(3 * time.Second)
-		timed(time.Second, func(c context.Context) (bool, error) {
+		timed(time.Second, nil, 0, func(c context.Context) (bool, error) {
 			return false, client.Limiter("soak:keepalive").SetRate(c, cfgs["soak:keepalive"], ratelimiter.KeepState())
 		})
 	})
@@ -210,24 +240,63 @@ func TestSoak(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // the last Java load and records
 	stopWatch()
 	wg.Wait()
+	clkAfter, err := measureClocks(ctx, peer, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_ = rdb.Close()
+	clk := clkBefore.worse(clkAfter)
 
 	t.Logf("SOAK %v: %d Go calls (%d granted, %d failed with a Redis error), %d Java grants, faults %v, %d late calls, %d stalls of this process over 40 ms",
 		dur, calls.Load(), granted.Load(), failed.Load(), javaGrants.Load(), faults, late.Load(), stalls.count())
+	t.Logf("SOAK clocks against Redis TIME: %v (before %v, after %v); records gone %d ms or more before their interval ended count as released",
+		clk, clkBefore, clkAfter, clk.expiryMargin())
 	names := make([]string, 0, len(watch))
 	for n := range watch {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		w := watch[name]
-		full, _ := w.worst(w.interval)
-		tol, _ := w.worst(w.interval - stampTolerance*time.Millisecond)
-		worst, at := w.worst(w.interval - soakSlack)
-		t.Logf("SOAK %s: %d records; most permits in a window of %v: %d, of %v: %d, of %v: %d (at %d); rate %d",
-			name, len(w.seen), w.interval, full, w.interval-stampTolerance*time.Millisecond, tol, w.interval-soakSlack, worst, at, cfgs[name].Rate)
-		if worst > cfgs[name].Rate {
-			t.Errorf("%s: %d permits within %v, rate %d", name, worst, w.interval-soakSlack, cfgs[name].Rate)
+		w, cfg := watch[name], cfgs[name]
+		iv := cfg.Interval
+		mixed := cfg.Mode != ratelimiter.PerClient // Redisson writes the OVERALL ones too
+		recs, lags, goD := w.scoreRecs(clk, mixed)
+		rep := scoreWindows(recs, iv.Milliseconds(), clk.jvmBoundMs()+1)
+		var foreign int
+		for _, r := range recs {
+			if !r.goMarked {
+				foreign++
+			}
+		}
+		at := func(ms int64) string { return fmt.Sprintf("+%.3fs", float64(ms-begin.UnixMilli())/1000) }
+		if !mixed {
+			t.Logf("SOAK %s: %d records (Go only, server clock); most permits in a window of %v: %d (at %s); rate %d",
+				name, len(recs), iv, rep.worst, at(rep.worstAt), cfg.Rate)
+			if foreign > 0 {
+				t.Errorf("%s: %d records not written by Go", name, foreign)
+			}
+			if rep.worst > cfg.Rate {
+				t.Errorf("%s: %d permits scored within %v, rate %d", name, rep.worst, iv, cfg.Rate)
+			}
+		} else {
+			t.Logf("SOAK %s: %d records, %d Redisson's (stamp lag as first seen: max %d ms, p99 %d, median %d; Go's disorder bound %d ms); most permits in a window of %v: %d (at %s, D %d ms, %d in its first D ms); "+
+				"less Redisson's in its first |JVM offset| + 1 ms: worst %d (at %s, %d set aside); less the permits in its first D ms: worst %d (at %s, D %d ms, %d set aside); largest D %d ms; rate %d",
+				name, len(recs), foreign, lags.max, lags.p99, lags.median, goD, iv, rep.worst, at(rep.worstAt), rep.worstD, rep.worstAside,
+				rep.design, at(rep.designAt), rep.designAside, rep.net, at(rep.netAt), rep.netD, rep.netSlack, rep.maxD, cfg.Rate)
+			if rep.net > cfg.Rate {
+				t.Errorf("%s: a %v window holds %d permits besides the %d scored in its first %d ms (its records' largest stamp disorder), rate %d",
+					name, iv, rep.net, rep.netSlack, rep.netD, cfg.Rate)
+			}
+		}
+		cl := callers[name]
+		gl, rels := cl.grants.List(), cl.releases()
+		gross, grossAt := redistest.WorstCertain(gl, iv)
+		net, netAt := worstCertainNet(gl, rels, iv)
+		t.Logf("SOAK %s: Go callers: %d grants; most permits certainly within %v: %d (at %s); less releases that may have run inside of grants that may have run before: %d (at %s); %d released at once",
+			name, len(gl), iv-redistest.StampResolution, gross, at(grossAt.UnixMilli()), net, at(netAt.UnixMilli()), len(rels))
+		if net > cfg.Rate {
+			t.Errorf("%s: Go callers got %d permits certainly within %v (%d before releases), rate %d",
+				name, net, iv-redistest.StampResolution, gross, cfg.Rate)
 		}
 	}
 	if late.Load() > 0 {
@@ -245,33 +314,37 @@ func TestSoak(t *testing.T) {
 	}
 }
 
-// soakSlack is the stamp slack of the mixed load (stampTolerance) plus the
-// longest fault that holds Redis still (DEBUG SLEEP 0.2): calls that read
-// their clock before the pause run after it, in any order, so a record can
-// land up to the pause inside a window that a later-stamped call already
-// closed (docs/differences.md, "Racing calls and the window edge").
-const soakSlack = stampTolerance*time.Millisecond + 200*time.Millisecond
-
 // seenRecord is a permit record as last seen.
 type seenRecord struct {
-	score   int64
-	permits int64
-	last    time.Time // when last seen
+	score    int64
+	permits  int64
+	first    time.Time // when first seen: the reply of the sample that saw it
+	last     time.Time // when last seen
+	goMarked bool      // Go wrote it (ratelimiter.Member.GoMarked)
 }
 
 // recordLog keeps every permit record of one key ever seen. A record that
-// disappears while still in its window was released (or shrunk by a
-// release, which rewrites it under a new member): it counts with what is
-// left of it.
+// disappears at least margin ms before its interval ends was released (or
+// shrunk by a release, which rewrites it under a new member): it counts
+// with what is left of it. Expiry cannot remove a record sooner: Go's
+// scripts remove by Redis TIME, Redisson's by a JVM clock reading taken
+// before they run, and this process reads its own clock after the sample
+// (clocks.expiryMargin).
 type recordLog struct {
 	key      string
 	interval time.Duration
+	tick     time.Duration // between samples; 0: 5 ms
+	margin   int64         // ms
 	mu       sync.Mutex
 	seen     map[string]seenRecord // by member without its count
 }
 
 func (w *recordLog) sample(ctx context.Context, rdb *redis.Client) {
-	tick := time.NewTicker(5 * time.Millisecond)
+	every := w.tick
+	if every == 0 {
+		every = 5 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -279,54 +352,122 @@ func (w *recordLog) sample(ctx context.Context, rdb *redis.Client) {
 			return
 		case <-tick.C:
 		}
-		zs, err := rdb.ZRangeWithScores(ctx, w.key, 0, -1).Result()
-		if err != nil {
-			continue // a fault; the next sample catches up
-		}
-		now := time.Now()
-		present := map[string]bool{}
-		w.mu.Lock()
-		for _, z := range zs {
-			m := z.Member.(string)
-			id := m[:len(m)-4] + fmt.Sprint(int64(z.Score))
-			present[id] = true
-			w.seen[id] = seenRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), last: now}
-		}
-		for id, r := range w.seen {
-			// Gone well before its interval ended: released.
-			if !present[id] && r.permits > 0 && now.UnixMilli() < r.score+w.interval.Milliseconds()-stampTolerance {
-				r.permits = 0
-				w.seen[id] = r
-			}
-		}
-		w.mu.Unlock()
+		_ = w.sampleOnce(ctx, rdb) // a fault; the next sample catches up
 	}
 }
 
-// worst returns the most permits in any window [t, t+win) of the records'
-// scores, and where it starts.
-func (w *recordLog) worst(win time.Duration) (int64, int64) {
+// sampleOnce reads the key's records once.
+func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
+	zs, err := rdb.ZRangeWithScores(ctx, w.key, 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	present := map[string]bool{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	type at struct{ t, n int64 }
-	var xs []at
-	for _, r := range w.seen {
-		xs = append(xs, at{r.score, r.permits})
-	}
-	sort.Slice(xs, func(i, j int) bool { return xs[i].t < xs[j].t })
-	var best, start, sum int64
-	j := 0
-	for i := range xs {
-		for j < len(xs) && xs[j].t < xs[i].t+win.Milliseconds() {
-			sum += xs[j].n
-			j++
+	for _, z := range zs {
+		m := z.Member.(string)
+		id := m[:len(m)-4] + fmt.Sprint(int64(z.Score))
+		present[id] = true
+		r, ok := w.seen[id]
+		if !ok {
+			r.first = now
+			dm, err := ratelimiter.DecodeMember([]byte(m))
+			r.goMarked = err == nil && dm.GoMarked()
 		}
-		if sum > best {
-			best, start = sum, xs[i].t
-		}
-		sum -= xs[i].n
+		r.score, r.permits, r.last = int64(z.Score), int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), now
+		w.seen[id] = r
 	}
-	return best, start
+	for id, r := range w.seen {
+		// Gone before its interval ended: released.
+		if !present[id] && r.permits > 0 && now.UnixMilli() < r.score+w.interval.Milliseconds()-w.margin {
+			r.permits = 0
+			w.seen[id] = r
+		}
+	}
+	return nil
+}
+
+// expiryMargin is how much sooner than its interval's end (ms) a record
+// can be seen gone by expiry: Redisson removes by a JVM clock that may be
+// ahead of Redis's, and this process reads its clock after the sample,
+// which may be behind; 1 ms more for whole milliseconds.
+func (c clocks) expiryMargin() int64 {
+	return c.jvmAheadMs() + ceilMs(max(0, -c.test+c.testUnc)) + 1
+}
+
+// callerLog is what the Go callers of one limiter were granted, and the
+// TryAcquires they released at once.
+type callerLog struct {
+	grants redistest.Grants
+	mu     sync.Mutex
+	rels   []releasePair
+}
+
+// releasePair is a TryAcquire that was granted and released at once: when
+// the TryAcquire was sent, and the Release's call.
+type releasePair struct{ tryStart, relStart, relReply time.Time }
+
+func (c *callerLog) released(p releasePair) {
+	c.mu.Lock()
+	c.rels = append(c.rels, p)
+	c.mu.Unlock()
+}
+
+func (c *callerLog) releases() []releasePair {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rels)
+}
+
+// worstCertainNet is redistest.WorstCertain less releases: over the same
+// windows (from each grant's Start, of interval less StampResolution),
+// the most permits certainly granted inside, less one for each release
+// that may have run inside while its TryAcquire may have run before (the
+// Release gives back the newest records, which may be those of grants
+// counted inside; a release whose TryAcquire ran inside took what it gave
+// back). Within a window the grants can exceed the rate only by the
+// permits given back inside: the records of grants inside stay for the
+// whole window (Go's are stamped when the script runs; Redisson's
+// earlier, so they may go sooner, but they were granted inside too). Not
+// seen here: a call abandoned at its deadline whose script granted gives
+// the permits back when its reply comes, which lifts a window that the
+// give-back ran in and the grant before.
+func worstCertainNet(grants []redistest.Grant, rels []releasePair, interval time.Duration) (int64, time.Time) {
+	g := slices.Clone(grants)
+	slices.SortFunc(g, func(a, b redistest.Grant) int { return a.Start.Compare(b.Start) })
+	r := slices.Clone(rels)
+	slices.SortFunc(r, func(a, b releasePair) int { return a.tryStart.Compare(b.tryStart) })
+	var span time.Duration
+	for _, p := range r {
+		span = max(span, p.relReply.Sub(p.tryStart))
+	}
+	w := interval - redistest.StampResolution
+	most, at := int64(math.MinInt64), time.Time{}
+	for i := range g {
+		s := g[i].Start
+		end := s.Add(w)
+		var n int64
+		for j := i; j < len(g) && g[j].Start.Before(end); j++ {
+			if g[j].Reply.Before(end) {
+				n += g[j].Permits
+			}
+		}
+		k, _ := slices.BinarySearchFunc(r, s, func(p releasePair, s time.Time) int { return p.tryStart.Compare(s) })
+		for k--; k >= 0 && !r[k].tryStart.Before(s.Add(-span)); k-- {
+			if !r[k].relReply.Before(s) && r[k].relStart.Before(end) {
+				n--
+			}
+		}
+		if n > most {
+			most, at = n, s
+		}
+	}
+	if len(g) == 0 {
+		most = 0
+	}
+	return most, at
 }
 
 // stallLog records the moments this process did not run for over 40 ms.
