@@ -25,17 +25,26 @@ import (
 //
 // On a limiter whose window holds only marked records, the lane's waiters
 // wake together (one script call for all) at the head's hint, except in a
-// probe slot of probeSlot every probeEvery by
-// the wall clock, shared by every Client, in which none calls: a
-// Redisson waiter starved so far takes a permit there, and the next
-// census sees it.
+// probe window: the first interval (at most half of probeEvery) of every
+// probeEvery by the wall clock, shared by every Client, in which each wake
+// comes probeSlot after its hint. A Go-only fleet takes its permits in
+// clumps, one per expiry instant, and a fixed slot of the wall clock may
+// never hold one of those instants (with a 1 s interval and a 3 s cycle,
+// it held one only if the clumps' phase fell in the slot's 110 ms: a cold
+// Redisson beside a Go fleet then starved for the whole run). A window of
+// one interval holds every instant once, and the permits freed there sit
+// free for probeSlot: a Redisson waiter starved so far, which retries at
+// most a 100 ms tick after the same expiry, takes them, and the next
+// census sees it. Each clump waits probeSlot once per probeEvery, so a
+// Go-only fleet that takes every permit loses probeSlot/probeEvery of
+// them (0.9%).
 //
 // A census is one ZRANGE of the newest censusRecords records; a Client
 // makes one per limiter at most once per interval, only after one of its
 // blocked callers was refused.
 
 const (
-	probeEvery = 3 * time.Second
+	probeEvery = 12 * time.Second
 	probeSlot  = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 
 	// The spread's start, bounds and step per census.
@@ -65,7 +74,8 @@ const (
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
 // this library writes, waiters wake together on their hint, except that
-// none calls in a probe slot (110 ms in every 3 s of the wall clock).
+// in a probe window (the first interval of every 12 s of the wall clock)
+// they wake 110 ms after it.
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
@@ -138,7 +148,7 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 		f.censusAt = now
 		go c.census(lim, l.key)
 	}
-	at, own := probed(wake), false
+	at, own := probed(wake, f.interval), false
 	if f.shared(now) {
 		at, own = wake.Add(f.draw()-hintPad), true
 	}
@@ -192,11 +202,16 @@ func censusEvery(interval time.Duration) time.Duration {
 	return max(interval/2, 250*time.Millisecond)
 }
 
-// probed moves a wake that falls in a probe slot to the slot's end.
-func probed(at time.Time) time.Time {
-	off := time.Duration(at.UnixNano()) % probeEvery
-	if off < probeSlot {
-		return at.Add(probeSlot - off)
+// probed delays by probeSlot a wake that falls in a probe window: the
+// first interval, and at most half, of every probeEvery of the wall clock.
+// A clump of records is delayed once per window: its next expiry, an
+// interval and probeSlot later, falls after the window.
+func probed(at time.Time, interval time.Duration) time.Time {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if time.Duration(at.UnixNano())%probeEvery < min(interval, probeEvery/2) {
+		return at.Add(probeSlot)
 	}
 	return at
 }
