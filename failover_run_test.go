@@ -58,7 +58,7 @@ type failoverRun struct {
 	opts  []ratelimiter.Option
 
 	counts    []*ratelimiter.Limiter // one per count worker: every grant stays as one record
-	seqBase   int64                // count records are scored seqBase+seq
+	seqBase   int64                  // count records are scored seqBase+seq
 	seq       atomic.Int64
 	perClient *ratelimiter.Client // one client: one PER_CLIENT budget
 	workers   []foWorker
