@@ -25,7 +25,6 @@ type batchReply struct {
 	verdicts  []verdict
 	err       error // for every request: Redis, config or state errors
 	roundTrip time.Duration
-	now       int64 // the clock reading (ms) the call sent
 }
 
 // decide runs the acquire script once for the permits ns, in order, and
@@ -35,7 +34,7 @@ func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchRepl
 	return r.c.decideWith(ctx, form, ns, r.evalAcquire, parseVerdicts)
 }
 
-// decideWith runs an acquire script through eval (ARGV: now, permit
+// decideWith runs an acquire script through eval (ARGV: clock, permit
 // record, form, permits) and reads its reply with parse. A record
 // collision is retried with a fresh record; nothing was granted by the
 // colliding call.
@@ -53,7 +52,7 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 		}
 		start := time.Now()
 		reply, err := eval(ctx, args...)
-		b := batchReply{roundTrip: time.Since(start), now: c.clock().UnixMilli()}
+		b := batchReply{roundTrip: time.Since(start)}
 		var ackErr *ReplicaAckError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.err = err
