@@ -27,8 +27,9 @@ type Result struct {
 	// for, the earliest moment a retry can succeed. It is a lower bound:
 	// other callers may take the permits first. It is at least 1 ms and
 	// at most 2^53-1 ms (saturating at the longest time.Duration): a record
-	// stamped in the future of this client's clock is waited for until this
-	// clock sees it expire.
+	// stamped in the future of the clock the script reads (Redis's, or this
+	// Client's with WithServerClock(false)) is waited for until that clock
+	// sees it expire.
 	// Use it for a Retry-After header.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the oldest permit record in the window

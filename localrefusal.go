@@ -15,7 +15,7 @@ import (
 //   - this Client's own Release, SetRate, UpdateRate, TrySetRate or Delete
 //     forgets every local refusal at once;
 //   - other clients' releases and rate changes, and records that Redisson
-//     stamped ahead of this Client's clock, are seen at the latest when
+//     stamped ahead of the clock the scripts read, are seen at the latest when
 //     the hint ends: a caller is refused for up to d that Redis would
 //     have granted.
 // Blocking calls never use them (their waiters already wait the hint),

@@ -39,7 +39,7 @@ func (r *Limiter) TimeRate(timeout time.Duration) *TimeRate {
 func (t *TimeRate) Allow() bool { return t.AllowN(time.Now(), 1) }
 
 // AllowN reports whether n permits may be taken now, and takes them if
-// so. The decision is made by Redis at the call's own clock reading: at
+// so. The decision is made by Redis when the call's script runs: at
 // is not used (x/time/rate decides at at; a shared limiter cannot decide
 // at another time than now). A Redis error, or n below 1, gives false and
 // is kept for Err.
