@@ -27,9 +27,7 @@ import (
 // fleet runs rtPhase more after its first grant from the new master. The
 // interval is longer than the failover (about 2.3 s here), so the records
 // granted before the kill are still in the window when the new master
-// takes over: it must refuse until they expire (first grant after the
-// kill at kill+3.009 s in a run where the new master was up at
-// kill+2.259 s).
+// takes over: it must refuse until they expire.
 //
 // It asserts:
 //   - in every window of the interval less the stamp's 1 ms of real time,

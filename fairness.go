@@ -29,16 +29,14 @@ import (
 // probeEvery by the wall clock, shared by every Client, in which each wake
 // comes probeSlot after its hint. A Go-only fleet takes its permits in
 // clumps, one per expiry instant, and a fixed slot of the wall clock may
-// never hold one of those instants (with a 1 s interval and a 3 s cycle,
-// it held one only if the clumps' phase fell in the slot's 110 ms: a cold
-// Redisson beside a Go fleet then starved for the whole run). A window of
-// one interval holds every instant once, and the permits freed there sit
-// free for probeSlot: a Redisson waiter starved so far, which retries at
-// most a 100 ms tick after the same expiry, takes them, and the next
-// census sees it. Each clump waits probeSlot once per probeEvery, so a
-// Go-only fleet that takes every permit loses probeSlot/probeEvery of
-// them (0.9%).
-//
+// never hold one of those instants; a window of one interval holds every
+// instant once, and the permits freed there sit free for probeSlot: a
+// Redisson waiter starved so far, which retries at most a 100 ms tick
+// after the same expiry, takes them, and the next census sees it. Each
+// clump waits probeSlot once per probeEvery, so a Go-only fleet that
+// takes every permit loses probeSlot/probeEvery of them
+// (docs/fairness.md).
+
 // A census is one ZRANGE of the newest censusRecords records; a Client
 // makes one per limiter at most once per interval, only after one of its
 // blocked callers was refused.

@@ -56,8 +56,8 @@ end
 local valueKey, permitsKey = KEYS[2], KEYS[4]
 if #KEYS == 3 then
   -- Three keys (config, value, permits): Go takes the limiter for OVERALL
-  -- until told otherwise; each key it need not send saves Redis about
-  -- 1,200 instructions (docs/performance.md).
+  -- until told otherwise; each key it need not send saves Redis work
+  -- (docs/performance.md).
   permitsKey = KEYS[3]
   if c[3] == '1' then
     return -2 -- PER_CLIENT: nothing written, send all five keys
