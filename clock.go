@@ -1,6 +1,9 @@
 package ratelimiter
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Clocks (docs/protocol.md, "Clocks"). A permit record's stamp decides
 // when its permits come back, so a stamp earlier than the moment the
@@ -43,23 +46,21 @@ const maxPerClient = 4096
 // perClientSet remembers the limiters (by config key) that the acquire
 // script found PER_CLIENT, so that their calls send all five keys: the
 // others send three (lua/acquire.lua), which saves Redis work per call.
+// Every acquire reads it, so reads take no lock.
 type perClientSet struct {
-	mu sync.Mutex
-	m  map[string]struct{}
+	m sync.Map // config key -> struct{}
+	n atomic.Int64
 }
 
 func (s *perClientSet) has(key string) bool {
-	s.mu.Lock()
-	_, ok := s.m[key]
-	s.mu.Unlock()
+	_, ok := s.m.Load(key)
 	return ok
 }
 
 func (s *perClientSet) add(key string) {
-	s.mu.Lock()
-	if s.m == nil || len(s.m) >= maxPerClient {
-		s.m = make(map[string]struct{})
+	if s.n.Add(1) > maxPerClient {
+		s.m.Clear()
+		s.n.Store(1)
 	}
-	s.m[key] = struct{}{}
-	s.mu.Unlock()
+	s.m.Store(key, struct{}{})
 }

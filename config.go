@@ -90,7 +90,7 @@ func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	held := min(cfg.Rate, MaxPermits)
 	set, err := r.eval(ctx, scriptTrySetRate, r.keyList,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
-		flag(full), r.stamp(), newMember(r.c.format, r.c.tag, uint32(held)), cfg.Rate-held)
+		flag(full), r.c.stamp(), newMember(r.c.format, r.c.tag, uint32(held)), cfg.Rate-held)
 	return set == 1, err
 }
 
@@ -131,7 +131,7 @@ func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts 
 	}
 	done, err := r.eval(ctx, scriptSetRate, r.keyList,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
-		flag(mustExist), flag(keepState), r.stamp())
+		flag(mustExist), flag(keepState), r.c.stamp())
 	return done == 1, err
 }
 

@@ -321,27 +321,13 @@ func (res rtResult) assert(t *testing.T) {
 	require.GreaterOrEqualf(t, permitsBefore, int64(before), "grants told to callers before the kill are missing on the new master")
 }
 
-// worstRecordWindow returns the most permits of records whose scores are
-// less than interval apart (a window the scripts count as one: a record
-// stamped s counts until the clock reads s + interval), and the lowest
-// score of that window.
+// worstRecordWindow returns rtWorstByScore of the records polled.
 func worstRecordWindow(recs map[string]rtRecord, interval time.Duration) (int64, int64) {
-	var rs []rtRecord
+	rs := make([]rtPermitRec, 0, len(recs))
 	for _, r := range recs {
-		rs = append(rs, r)
+		rs = append(rs, rtPermitRec{score: r.score, permits: r.permits})
 	}
-	slices.SortFunc(rs, func(a, b rtRecord) int { return int(a.score - b.score) })
-	var most, at int64
-	for i := range rs {
-		var n int64
-		for j := i; j < len(rs) && rs[j].score-rs[i].score < interval.Milliseconds(); j++ {
-			n += rs[j].permits
-		}
-		if n > most {
-			most, at = n, rs[i].score
-		}
-	}
-	return most, at
+	return rtWorstByScore(rs, interval)
 }
 
 // recordPoller keeps, for each server, every permit record it read there

@@ -24,7 +24,7 @@ func (r *Limiter) Release(ctx context.Context, n int64) error {
 	if err := r.check(nil); err != nil || n == 0 {
 		return err
 	}
-	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.stamp())
+	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.c.stamp())
 	return err
 }
 
@@ -41,5 +41,5 @@ func (r *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
-	return r.eval(ctx, scriptAvailable, r.keyList, r.stamp())
+	return r.eval(ctx, scriptAvailable, r.keyList, r.c.stamp())
 }

@@ -224,6 +224,3 @@ func (r *Limiter) Name() string { return r.name }
 
 // Keys returns the Redis keys of the limiter, for tools that inspect it.
 func (r *Limiter) Keys() Keys { return r.keys }
-
-// stamp returns the clock argument of a script call (clock.go).
-func (r *Limiter) stamp() any { return r.c.stamp() }
