@@ -2,9 +2,12 @@ package ratelimiter
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Fairness between clients (docs/fairness.md). A permit freed in a full
@@ -17,7 +20,7 @@ import (
 // record this library writes is marked, goMarked), a Client's blocked
 // callers each wake on their own at their hint plus a uniform delay below
 // a bound, the spread. A controller moves the spread, once per census,
-// toward an even split of the window between this library's records and
+// toward an even split of the window's permits between this library's records and
 // the others': up when the others hold under half, down when over.
 // The delay that gives an even split depends on how the others retry,
 // on how many Go waiters there are and on the machine; the controller
@@ -81,6 +84,29 @@ func WithFairness(on bool) Option {
 	return func(c *Client) { c.unfair = !on }
 }
 
+// WithForeignWaiters states how many callers outside this library (the
+// threads of a Java service in acquire, say) wait on each limiter this
+// Client shares with them, so that fair wakes aim at an equal share per
+// waiter instead of an even split between the sides: the Client steers
+// its own blocked callers' permits per caller toward the others' permits
+// per stated waiter. A Client cannot count them itself: a JVM's threads
+// retry together, and a window holds nothing that tells one thread from
+// eight (docs/fairness.md). n must be from 0 to 65536; 0 (the default)
+// aims at an even split between this library's permits and the others'.
+// It has no effect with WithFairness(false). An n out of range makes
+// every call fail with ErrInvalidArgument.
+func WithForeignWaiters(n int) Option {
+	return func(c *Client) {
+		if n < 0 || n > maxForeignWaiters {
+			c.err = errors.Join(c.err, invalid("foreign waiters %d out of range [0, %d]", n, maxForeignWaiters))
+			return
+		}
+		c.foreign = n
+	}
+}
+
+const maxForeignWaiters = 1 << 16
+
 // fleet is what a Client knows of the other writers of a limiter's
 // window. Guarded by lanes.mu.
 type fleet struct {
@@ -89,6 +115,66 @@ type fleet struct {
 	foreignUntil time.Time     // foreignFor intervals after the last foreign record seen
 	spread       time.Duration // bound of own wakes' delays while shared
 	refusedAt    time.Time     // a blocked caller was last refused
+	// With WithForeignWaiters only: this Client's blocking calls on the
+	// limiter now, and the permits granted to them lately.
+	blocked int
+	granted tally
+}
+
+// tally counts permits over the last tallySlots slots of interval/
+// tallyPerInterval each.
+type tally struct {
+	slot  [tallySlots]int64
+	epoch [tallySlots]int64 // the slot number each count belongs to
+}
+
+const (
+	tallyPerInterval = 4
+	tallySlots       = 2 * tallyPerInterval // two intervals
+)
+
+// slotOf returns the number of the slot that holds now.
+func slotOf(now time.Time, interval time.Duration) int64 {
+	w := max(interval/tallyPerInterval, time.Millisecond)
+	return now.UnixNano() / int64(w)
+}
+
+// add counts n permits granted at now.
+func (t *tally) add(now time.Time, interval time.Duration, n int64) {
+	e := slotOf(now, interval)
+	i := e % tallySlots
+	if t.epoch[i] != e {
+		t.epoch[i], t.slot[i] = e, 0
+	}
+	t.slot[i] += n
+}
+
+// perInterval returns the permits counted over the last two intervals,
+// halved: a rate per interval.
+func (t *tally) perInterval(now time.Time, interval time.Duration) float64 {
+	e := slotOf(now, interval)
+	var sum int64
+	for i := range t.slot {
+		if d := e - t.epoch[i]; d >= 0 && d < tallySlots {
+			sum += t.slot[i]
+		}
+	}
+	return float64(sum) / 2
+}
+
+// blocking counts a blocking call of limiter key in (+1) or out (-1), and
+// a grant of n permits to it; only with WithForeignWaiters.
+func (c *Client) blocking(key string, delta int, granted int64) {
+	if c.foreign == 0 || c.unfair {
+		return
+	}
+	c.lanes.mu.Lock()
+	defer c.lanes.mu.Unlock()
+	f := c.lanes.fleetOf(key, 0)
+	f.blocked = max(f.blocked+delta, 0)
+	if granted > 0 && f.interval > 0 {
+		f.granted.add(time.Now(), f.interval, granted)
+	}
 }
 
 // fleetOf returns the fleet of l's limiter, making it if needed; interval
@@ -118,7 +204,7 @@ func (ls *lanes) sweepFleets(now time.Time) {
 		return
 	}
 	for k, f := range ls.fleets {
-		if now.After(f.foreignUntil) && now.Sub(f.censusAt) > foreignFor*f.interval {
+		if f.blocked == 0 && now.After(f.foreignUntil) && now.Sub(f.censusAt) > foreignFor*f.interval {
 			delete(ls.fleets, k)
 		}
 	}
@@ -239,23 +325,55 @@ func (c *Client) census(r *Limiter, key string) {
 		return
 	}
 	f.interval = time.Duration(min(ms, int64(maxHint/time.Millisecond))) * time.Millisecond
-	newest := zs[len(zs)-1].Score
-	var ours, others int
-	for _, z := range zs {
-		if z.Score <= newest-float64(f.interval.Milliseconds()) {
-			continue
-		}
-		if m, _ := z.Member.(string); goMarked([]byte(m)) {
-			ours++
-		} else {
-			others++
-		}
-	}
-	f.step(time.Now(), ours, others)
+	ours, others := sides(zs, f.interval)
+	now := time.Now()
+	a, b := c.weigh(f, now, ours, others)
+	f.step(now, a, b)
 }
 
-// step notes a census that found ours and others' records in the window.
-func (f *fleet) step(now time.Time, ours, others int) {
+// weigh returns what a census's step compares: the window's permits of
+// each side, or with WithForeignWaiters, this Client's permits granted
+// per blocked caller against the others' permits per stated waiter.
+func (c *Client) weigh(f *fleet, now time.Time, ours, others int64) (float64, float64) {
+	if c.foreign == 0 || others == 0 {
+		return float64(ours), float64(others)
+	}
+	own := f.granted.perInterval(now, f.interval) / float64(max(f.blocked, 1))
+	return own, float64(others) / float64(c.foreign)
+}
+
+// sides returns the permits that this library's records (marked) and the
+// others' hold among zs, a window's newest records in score order, within
+// an interval of the newest. Permits, not records: beside a writer that
+// asks more permits per call, an even split of records would give it
+// that many times the other's permits. An undecodable record counts as
+// one permit of the others'.
+func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
+	if len(zs) == 0 {
+		return 0, 0
+	}
+	from := zs[len(zs)-1].Score - float64(interval.Milliseconds())
+	for _, z := range zs {
+		if z.Score <= from {
+			continue
+		}
+		s, _ := z.Member.(string)
+		m, err := DecodeMember([]byte(s))
+		switch {
+		case err != nil:
+			others++
+		case m.GoMarked():
+			ours += int64(max(m.Permits, 1))
+		default:
+			others += int64(max(m.Permits, 1))
+		}
+	}
+	return ours, others
+}
+
+// step notes a census that found ours and others' permits in the window
+// (with WithForeignWaiters, per waiter of each side).
+func (f *fleet) step(now time.Time, ours, others float64) {
 	if others == 0 {
 		if f.shared(now) {
 			f.spread = min(time.Duration(float64(f.spread)*spreadStep), spreadMax)
@@ -263,7 +381,7 @@ func (f *fleet) step(now time.Time, ours, others int) {
 		return
 	}
 	f.foreignUntil = now.Add(foreignFor * f.interval)
-	share := float64(others) / float64(ours+others)
+	share := others / (ours + others)
 	if math.Abs(share-0.5) > evenBand {
 		next := time.Duration(float64(f.spread) * math.Exp(spreadGain*(0.5-share)))
 		f.spread = min(max(next, spreadMin), spreadMax)

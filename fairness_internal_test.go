@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Every record this library writes carries the mark, in every format, and
@@ -68,6 +71,44 @@ func TestRedissonMembersUnmarked(t *testing.T) {
 	}
 	if goMarked([]byte{1, 2}) {
 		t.Error("a 2-byte record read as marked")
+	}
+}
+
+// A census weighs each side by its records' permits, within an interval
+// of the newest record: Redisson's 5-permit record counts as 5, a marked
+// 1-permit record as 1, an undecodable one as 1 of the others', and a
+// record an interval or more older than the newest not at all.
+func TestSides(t *testing.T) {
+	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
+		tag := [goTagLen]byte{1, 2, 3, 4}
+		var random []byte
+		switch f {
+		case FormatFI:
+			random = []byte{0, 0, 0x80, 0x3f} // 1.0f: exponent 127, unmarked
+		case FormatBc0I:
+			random = make([]byte, 16)
+		default:
+			random = []byte("0123456789abcdef")
+		}
+		theirs, err := EncodeMember(f, random, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zs := []redis.Z{
+			{Score: 1000, Member: string(newMember(f, tag, 9))}, // an interval before the newest
+			{Score: 1500, Member: string(newMember(f, tag, 1))},
+			{Score: 1600, Member: string(newMember(f, tag, 1))},
+			{Score: 1700, Member: string(theirs)},
+			{Score: 1800, Member: "x"},
+			{Score: 2000, Member: string(newMember(f, tag, 2))},
+		}
+		ours, others := sides(zs, time.Second)
+		if ours != 4 || others != 6 {
+			t.Errorf("%v: ours %d, others %d; want 4 and 6", f, ours, others)
+		}
+	}
+	if o, t2 := sides(nil, time.Second); o != 0 || t2 != 0 {
+		t.Errorf("no records: %d, %d", o, t2)
 	}
 }
 
@@ -182,5 +223,70 @@ func TestFleetsSwept(t *testing.T) {
 	}
 	if len(ls.fleets) > 100 {
 		t.Errorf("%d fleets kept of 1000 stale ones", len(ls.fleets))
+	}
+}
+
+// The tally counts permits of the last two intervals, as a rate per
+// interval, and forgets older ones.
+func TestTally(t *testing.T) {
+	var tl tally
+	iv := time.Second
+	t0 := time.Unix(1000, 0)
+	tl.add(t0, iv, 4)
+	tl.add(t0.Add(900*time.Millisecond), iv, 6)
+	if got := tl.perInterval(t0.Add(time.Second), iv); got != 5 {
+		t.Errorf("10 permits in two intervals: %v per interval, want 5", got)
+	}
+	if got := tl.perInterval(t0.Add(2100*time.Millisecond), iv); got != 3 {
+		t.Errorf("2.1 s later, the first slot gone: %v per interval, want 3", got)
+	}
+	if got := tl.perInterval(t0.Add(5*time.Second), iv); got != 0 {
+		t.Errorf("5 s later: %v, want 0", got)
+	}
+	// A slot reused a lap later starts from zero.
+	tl.add(t0.Add(2*time.Second), iv, 1)
+	if got := tl.perInterval(t0.Add(2*time.Second), iv); got != 3.5 {
+		t.Errorf("after reuse: %v, want 3.5", got)
+	}
+}
+
+// With WithForeignWaiters, a census steers per waiter: 8 blocked callers
+// of this Client granted 40 permits an interval against one foreign
+// waiter's 5 in the window is an even split per waiter (no step); against
+// 20 the others are ahead (the spread goes down). Without the option the
+// sides' permits are compared as they are.
+func TestForeignWaitersStep(t *testing.T) {
+	c := NewClient(nil, WithForeignWaiters(1))
+	key := "k"
+	for i := 0; i < 8; i++ {
+		c.blocking(key, 1, 0)
+	}
+	c.lanes.mu.Lock()
+	f := c.lanes.fleets[key]
+	f.interval = time.Second
+	now := time.Now()
+	f.granted.add(now, f.interval, 80) // 40 per interval
+	a, b := c.weigh(f, now, 45, 5)
+	f.step(now, a, b)
+	if f.spread != spreadStart {
+		t.Errorf("5 per waiter each side: spread moved to %v", f.spread)
+	}
+	a, b = c.weigh(f, now, 45, 20)
+	f.step(now, a, b)
+	if f.spread >= spreadStart {
+		t.Errorf("others 20 per waiter, ours 5: spread %v, want under %v", f.spread, spreadStart)
+	}
+	c.lanes.mu.Unlock()
+	for i := 0; i < 10; i++ {
+		c.blocking(key, -1, 0)
+	}
+	if f.blocked != 0 {
+		t.Errorf("blocked %d after every call left", f.blocked)
+	}
+	if o, t2 := NewClient(nil).weigh(f, now, 45, 5); o != 45 || t2 != 5 {
+		t.Errorf("without the option: %v, %v; want 45, 5", o, t2)
+	}
+	if err := NewClient(nil, WithForeignWaiters(-1)).Err(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("WithForeignWaiters(-1): %v", err)
 	}
 }

@@ -43,6 +43,7 @@ type Client struct {
 
 	maxBatch  int          // WithMaxBatch; 1: no combining
 	unfair    bool         // WithFairness(false) (fairness.go)
+	foreign   int          // WithForeignWaiters (fairness.go); 0: an even split
 	noLocal   bool         // WithLocalRefusals(false) (localrefusal.go)
 	refusals  refusals     // local refusals by lane key
 	perClient perClientSet // limiters found PER_CLIENT (clock.go)

@@ -21,7 +21,11 @@ import (
 // waitQueued acquires n permits for a blocking call through the lane: until
 // granted, until the hint passes limit (false, nil) or ctx's deadline (an
 // error), or until ctx is done. A zero limit means none.
-func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (bool, error) {
+func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (granted bool, err error) {
+	if _, ok := p.(*Limiter); ok && c.foreign > 0 {
+		c.blocking(p.laneKey(), 1, 0)
+		defer func() { c.blocking(p.laneKey(), -1, n*int64(b2i(granted))) }()
+	}
 	q := newRequest(ctx, p, n, false)
 	q.limit = limit
 	c.lanes.mu.Lock()
@@ -238,4 +242,11 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 		at, _ := c.refusedWake(l, keep[0], head, interval)
 		c.arm(l, at)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

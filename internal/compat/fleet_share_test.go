@@ -17,7 +17,8 @@ import (
 // fleetSpec is one run of TestFleetShares: Go Clients (each on its own
 // go-redis client, as separate pods), goroutines per Client, Java threads
 // (one JVM), permits per call on each side, the run's length, and how the
-// Go side waits: "lib" (Acquire), "jitterN" (Allow; when refused, sleep
+// Go side waits: "lib" (Acquire), "libw" (Acquire with
+// WithForeignWaiters(the Java threads)), "jitterN" (Allow; when refused, sleep
 // the hint plus a uniform 0-N ms, no combining).
 type fleetSpec struct {
 	clients, perClient, javaThreads int
@@ -68,7 +69,11 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		jit, _ = strconv.Atoi(strings.TrimPrefix(s.strategy, "jitter"))
 	}
 	for k := 0; k < s.clients; k++ {
-		cl := ratelimiter.NewClient(rdb(t), ratelimiter.WithMemberFormat(formatFor(v)))
+		opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v))}
+		if s.strategy == "libw" {
+			opts = append(opts, ratelimiter.WithForeignWaiters(s.javaThreads))
+		}
+		cl := ratelimiter.NewClient(rdb(t), opts...)
 		rl := cl.Limiter(name)
 		for g := 0; g < s.perClient; g++ {
 			wg.Add(1)
@@ -78,7 +83,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 				defer cancel()
 				var mine []int64
 				for time.Now().Before(deadline) {
-					if s.strategy == "lib" {
+					if strings.HasPrefix(s.strategy, "lib") {
 						if err := rl.Acquire(wctx, s.goN); err != nil {
 							break
 						}
