@@ -117,8 +117,9 @@ type fleet struct {
 	refusedAt    time.Time     // a blocked caller was last refused
 	// With WithForeignWaiters only: this Client's blocking calls on the
 	// limiter now, and the permits granted to them lately.
-	blocked int
-	granted tally
+	blocked   int
+	granted   tally
+	perWaiter bool // a census weighed per waiter (weigh)
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -338,6 +339,7 @@ func (c *Client) weigh(f *fleet, now time.Time, ours, others int64) (float64, fl
 	if c.foreign == 0 || others == 0 {
 		return float64(ours), float64(others)
 	}
+	f.perWaiter = true
 	own := f.granted.perInterval(now, f.interval) / float64(max(f.blocked, 1))
 	return own, float64(others) / float64(c.foreign)
 }
@@ -371,12 +373,22 @@ func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
 	return ours, others
 }
 
+// ceiling returns the spread's bound: spreadMax, or with
+// WithForeignWaiters an interval if longer, so that one Go caller can
+// leave most of the permits to many foreign waiters.
+func (f *fleet) ceiling() time.Duration {
+	if f.perWaiter {
+		return max(spreadMax, f.interval)
+	}
+	return spreadMax
+}
+
 // step notes a census that found ours and others' permits in the window
 // (with WithForeignWaiters, per waiter of each side).
 func (f *fleet) step(now time.Time, ours, others float64) {
 	if others == 0 {
 		if f.shared(now) {
-			f.spread = min(time.Duration(float64(f.spread)*spreadStep), spreadMax)
+			f.spread = min(time.Duration(float64(f.spread)*spreadStep), f.ceiling())
 		}
 		return
 	}
@@ -384,7 +396,7 @@ func (f *fleet) step(now time.Time, ours, others float64) {
 	share := others / (ours + others)
 	if math.Abs(share-0.5) > evenBand {
 		next := time.Duration(float64(f.spread) * math.Exp(spreadGain*(0.5-share)))
-		f.spread = min(max(next, spreadMin), spreadMax)
+		f.spread = min(max(next, spreadMin), f.ceiling())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,26 +174,30 @@ func parseShape(t *testing.T, sh string) fleetSpec {
 // fleetRow is one row of TestFleetTable: a shape and the share of the
 // permits Java should get, in percent.
 type fleetRow struct {
-	shape string
-	want  float64
+	shape    string
+	want     float64
+	strategy string // runFleet's: lib, the defaults; libw, WithForeignWaiters
 }
 
 // fleetRows are issue 19's rows: equal demand with 1, 2, 4 and 8 Go
 // Clients of 1 and 2 goroutines; unequal demand (8 goroutines beside one
-// Java thread, one goroutine beside 8); mixed sizes (5 and 1 permits per
-// call) at equal permit demand.
+// Java thread, one goroutine beside 8), with the defaults and with
+// WithForeignWaiters; mixed sizes (5 and 1 permits per call) at equal
+// permit demand.
 var fleetRows = []fleetRow{
-	{"1x1:1", 50}, {"1x2:2", 50}, {"2x1:2", 50}, {"2x2:4", 50},
-	{"4x1:4", 50}, {"4x2:8", 50}, {"8x1:8", 50}, {"8x2:16", 50},
-	{"4x2:1", 100.0 / 9}, {"1x1:8", 800.0 / 9},
-	{"1x1:5/5:1", 50}, {"5x1:1/1:5", 50},
+	{"1x1:1", 50, "lib"}, {"1x2:2", 50, "lib"}, {"2x1:2", 50, "lib"}, {"2x2:4", 50, "lib"},
+	{"4x1:4", 50, "lib"}, {"4x2:8", 50, "lib"}, {"8x1:8", 50, "lib"}, {"8x2:16", 50, "lib"},
+	{"4x2:1", 100.0 / 9, "lib"}, {"1x1:8", 800.0 / 9, "lib"},
+	{"4x2:1", 100.0 / 9, "libw"}, {"1x1:8", 800.0 / 9, "libw"},
+	{"1x1:5/5:1", 50, "lib"}, {"5x1:1/1:5", 50, "lib"},
 }
 
 // TestFleetTable prints docs/fairness.md's table: for Redisson 4.7.0 and
 // 3.16.3 and every row of fleetRows, Java's share of the permits over
 // FLEET_RUNS runs (default 6) of FLEET_DUR (default 30s): mean, range and
 // the share the row asks for. It runs only with FLEET_TABLE set (about
-// an hour with the defaults) and asserts nothing:
+// an hour with the defaults) and asserts nothing. FLEET_ROWS, a regular
+// expression, keeps the rows whose "version shape strategy" it matches:
 //
 //	FLEET_TABLE=1 go test ./internal/compat -run TestFleetTable -v -timeout 3h
 func TestFleetTable(t *testing.T) {
@@ -207,11 +212,18 @@ func TestFleetTable(t *testing.T) {
 	if err != nil {
 		dur = 30 * time.Second
 	}
-	out := []string{"| Redisson | Go Clients x goroutines : Java threads (/ permits per call) | Java's share, mean | range | asked |", "|---|---|---|---|---|"}
+	keep, err := regexp.Compile(os.Getenv("FLEET_ROWS"))
+	if err != nil {
+		t.Fatalf("FLEET_ROWS: %v", err)
+	}
+	out := []string{"| Redisson | Go Clients x goroutines : Java threads (/ permits per call, Go:Java) | WithForeignWaiters | Java's share, mean | range | asked |", "|---|---|---|---|---|---|"}
 	for _, v := range []string{"4.7.0", "3.16.3"} {
 		for _, row := range fleetRows {
+			if !keep.MatchString(v + " " + row.shape + " " + row.strategy) {
+				continue
+			}
 			spec := parseShape(t, row.shape)
-			spec.dur, spec.strategy = dur, "lib"
+			spec.dur, spec.strategy = dur, row.strategy
 			var shares []float64
 			for i := 0; i < runs; i++ {
 				shares = append(shares, runFleet(t, v, spec).share())
@@ -220,7 +232,11 @@ func TestFleetTable(t *testing.T) {
 			for _, x := range shares {
 				lo, hi, sum = min(lo, x), max(hi, x), sum+x
 			}
-			line := fmt.Sprintf("| %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% |", v, row.shape, sum/float64(runs), lo, hi, row.want)
+			fw := "-"
+			if row.strategy == "libw" {
+				fw = strconv.Itoa(spec.javaThreads)
+			}
+			line := fmt.Sprintf("| %s | %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% |", v, row.shape, fw, sum/float64(runs), lo, hi, row.want)
 			t.Log(line)
 			out = append(out, line)
 		}
