@@ -187,3 +187,26 @@ func ExampleClient_All() {
 	fmt.Println(left)
 	// Output: true true true false 7
 }
+
+// A Go replica beside a Java service whose pool of 8 threads waits on the
+// same limiter: told of those 8, the replica's blocked callers aim at the
+// share of one waiter each instead of half of the permits for the Go side
+// (docs/fairness.md). A wrong count fails every call, before Redis.
+func ExampleWithForeignWaiters() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb, ratelimiter.WithForeignWaiters(8))
+	limiter := client.Limiter("example:foreign")
+	defer limiter.Delete(ctx)
+	_, err := limiter.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
+	must(err)
+	fmt.Println(limiter.Acquire(ctx, 1))
+
+	bad := ratelimiter.NewClient(rdb, ratelimiter.WithForeignWaiters(-1))
+	err = bad.Limiter("example:foreign").Acquire(ctx, 1)
+	fmt.Println(errors.Is(err, ratelimiter.ErrInvalidArgument))
+	// Output:
+	// <nil>
+	// true
+}
