@@ -17,11 +17,12 @@ import (
 // nearly every freed permit.
 //
 // So while other writers' records are in a limiter's window (every
-// record this library writes is marked, goMarked), a Client's blocked
-// callers each wake on their own at their hint plus a uniform delay below
-// a bound, the spread. A controller moves the spread, once per census,
-// toward an even split of the window's permits between this library's records and
-// the others': up when the others hold under half, down when over.
+// record this library writes is marked, Member.GoMarked), a Client's
+// blocked callers each wake on their own at their hint plus a uniform
+// delay below a bound, the spread. A controller moves the spread, once
+// per census, toward an even split of the window's permits between this
+// library's records and the others': up when the others hold under half,
+// down when over (with WithForeignWaiters, per waiter of each side).
 // The delay that gives an even split depends on how the others retry,
 // on how many Go waiters there are and on the machine; the controller
 // finds it instead of a constant.
@@ -93,7 +94,8 @@ func WithFairness(on bool) Option {
 // retry together, and a window holds nothing that tells one thread from
 // eight (docs/fairness.md). n must be from 0 to 65536; 0 (the default)
 // aims at an even split between this library's permits and the others'.
-// It has no effect with WithFairness(false). An n out of range makes
+// It has no effect with WithFairness(false) or WithMaxBatch(1), and none
+// on composites, whose waiters wake on their hint. An n out of range makes
 // every call fail with ErrInvalidArgument.
 func WithForeignWaiters(n int) Option {
 	return func(c *Client) {

@@ -290,3 +290,10 @@ func TestForeignWaitersStep(t *testing.T) {
 		t.Errorf("WithForeignWaiters(-1): %v", err)
 	}
 }
+
+// goMarked reports whether record b was written by this library (any
+// version that marks its records), from its random part.
+func goMarked(b []byte) bool {
+	m, err := DecodeMember(b)
+	return err == nil && m.GoMarked()
+}

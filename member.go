@@ -166,13 +166,6 @@ const goMark = "GoRL"
 // library writes; Redisson's are at most 190.
 const goFloatMinExp = 192
 
-// goMarked reports whether record b was written by this library (any
-// version that marks its records), from its random part.
-func goMarked(b []byte) bool {
-	m, err := DecodeMember(b)
-	return err == nil && m.GoMarked()
-}
-
 // GoMarked reports whether the record was written by this library: its
 // random part carries the mark this library writes since v0.1.0 (docs/
 // fairness.md); records of Redisson, and of earlier versions of this
