@@ -7,8 +7,9 @@ GO ?= go
 
 # The core module is built and tested on its own (GOWORK=off): go.mod's go
 # line (1.25) and its minimum go-redis hold, and -modfile works. The other
-# modules require released versions of the core; $(WORK) gives them the
-# core beside them through go.work.
+# modules (cmd/ratelimiter, otel, grpclimit, bench) require released
+# versions of the core; $(WORK) gives them the core beside them through
+# go.work.
 export GOWORK := off
 WORK := GOWORK=$(CURDIR)/go.work
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -39,13 +40,14 @@ endif
 .PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
 
 demo: deps-redis
-	$(GO) run ./cmd/ratelimiter demo
+	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
 
 # One package at a time (-p 1): the failover tests measure deadlines and the
 # compatibility suite's mixed load saturates both cores; run side by side on
 # a 2-core machine, each would stall the other.
 test: deps vet
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
+	cd cmd/ratelimiter && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 10m ./...
 	cd otel && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd grpclimit && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd bench && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
@@ -58,6 +60,7 @@ test: deps vet
 # failover: the contributor's quick loop.
 test-short: deps-redis
 	$(GO) test -short -race -count=1 ./...
+	cd cmd/ratelimiter && $(WORK) $(GO) test -short -race -count=1 ./...
 
 test-newest: deps-redis
 	cp go.mod $(NEWEST_MOD)
@@ -90,7 +93,8 @@ test-servers: deps servers
 
 # go.mod's go line is the oldest Go the core builds and passes with: the
 # quick suite once more on that toolchain (the Go module proxy serves it).
-# otel/, grpclimit/ and bench/ need Go 1.26 (their dependencies do).
+# cmd/ratelimiter/, otel/, grpclimit/ and bench/ need Go 1.26 (their
+# dependencies do).
 GO_OLDEST ?= go1.25.5
 test-oldest: deps-redis
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -short -count=1 -p 1 ./...
@@ -114,9 +118,10 @@ bench-quick: deps-redis deps-java
 soak: deps
 	SOAK_DURATION=$${SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 20m -run TestSoak -v ./internal/compat
 
-# The published modules (core, otel, grpclimit) installed as a stranger
-# would: from a module proxy built from HEAD (file://), in a new module,
-# no workspace, no replace; the program built and run, the CLI installed.
+# The published modules (core, otel, grpclimit, the CLI) installed as a
+# stranger would: from a module proxy built from HEAD (file://), in a new
+# module, no workspace, no replace; the program built and run, the CLI
+# installed with go install ...@version and run.
 install-check: deps-redis
 	bash scripts/install-check.sh
 
@@ -125,6 +130,7 @@ vet:
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 { print $$2 }'); \
 	  if [ -n "$$big" ]; then echo "tracked files over 1 MB (build outputs belong in .gitignore):"; echo "$$big"; exit 1; fi
 	$(GO) vet ./...
+	cd cmd/ratelimiter && $(WORK) $(GO) vet ./...
 	cd otel && $(WORK) $(GO) vet ./...
 	cd grpclimit && $(WORK) $(GO) vet ./...
 	cd bench && $(WORK) $(GO) vet ./...
