@@ -54,7 +54,7 @@ func TestExporterEndToEnd(t *testing.T) {
 	_, err = gl.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Minute})
 	require.NoError(t, err)
 
-	url := startExporter(t, buildCLI(t), "--match", base+"*", "--every", "100ms")
+	url := startExporter(t, buildCLI(t), "--match", base+"*")
 	fams := scrapeParsed(t, url)
 	require.Equal(t, dto.MetricType_GAUGE, fams["ratelimiter_rate"].GetType())
 	require.Equal(t, 10.0, value(t, fams, "ratelimiter_rate", "limiter", javaOverall))
@@ -95,7 +95,7 @@ func buildCLI(t *testing.T) string {
 // test server and returns its /metrics URL; it is stopped when t ends.
 func startExporter(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--web.listen-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
