@@ -1,7 +1,7 @@
 # The two commands of README.md: `make demo` and `make test`. Both install
 # what a fresh Debian machine lacks (redis-server, redis-sentinel,
-# redis-cli and valgrind; for the tests also Java 17 and Maven) before they
-# run.
+# redis-cli and valgrind; for the tests also Java 17, Maven and Prometheus
+# with promtool) before they run.
 
 GO ?= go
 
@@ -37,7 +37,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
+.PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
@@ -136,7 +136,7 @@ vet:
 	cd bench && $(WORK) $(GO) vet ./...
 	cd internal/modproxy && $(GO) vet ./...
 
-deps: deps-redis deps-java peer
+deps: deps-redis deps-java deps-prometheus peer
 
 deps-redis:
 	@missing=""; \
@@ -149,6 +149,17 @@ deps-redis:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@redis-server --version
+
+# Prometheus 2.42 and promtool (Debian's package): the CLI's exporter tests
+# run a real server against the exporter and check deploy/prometheus's rules.
+deps-prometheus:
+	@missing=""; \
+	for b in prometheus promtool; do command -v $$b >/dev/null 2>&1 || missing=prometheus; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing $$missing"; \
+	  [ -f $(APT_UPDATED) ] || { $(SUDO) apt-get update -qq && touch $(APT_UPDATED); }; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 deps-java:
 	@missing=""; \
