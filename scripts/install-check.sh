@@ -14,7 +14,16 @@ server_pid=
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-(cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$root" -out "$tmp/proxy" -version "$version" . otel grpclimit cmd/ratelimiter)
+# x/mod/zip zips only from a repository whose .git is a directory; a git
+# worktree's .git is a file, so from one the modules are zipped from a
+# clone checked out at the same HEAD.
+src=$root
+if [ ! -d "$root/.git" ]; then
+  git clone -q --no-checkout "$root" "$tmp/repo"
+  git -C "$tmp/repo" checkout -q --detach "$(git -C "$root" rev-parse HEAD)"
+  src=$tmp/repo
+fi
+(cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$src" -out "$tmp/proxy" -version "$version" . otel grpclimit cmd/ratelimiter)
 
 # A module cache of its own, kept between runs for the upstream modules;
 # this repository's modules are dropped from it first, so that each run
