@@ -130,19 +130,24 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 	return v
 }
 
-// lookup is value that reports whether the sample exists.
+// lookup is value that reports whether the sample exists. The pairs may
+// come in any order (client_golang sorts a series' labels by name).
 func lookup(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
 	f := fams[name]
 	if f == nil {
 		return 0, false
 	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
 next:
 	for _, m := range f.GetMetric() {
-		if len(m.GetLabel())*2 != len(labels) {
+		if len(m.GetLabel()) != len(want) {
 			continue
 		}
-		for i, l := range m.GetLabel() {
-			if l.GetName() != labels[2*i] || l.GetValue() != labels[2*i+1] {
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
 				continue next
 			}
 		}
