@@ -137,13 +137,7 @@ func runExporter(argv []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(fmt.Sprintf(format, args...)))
 			},
 			redact: redactErr}
-		if _, err := x.collect(); err != nil {
-			return se.fail(2, "reading Redis: %s", redactErr(err))
-		}
-		h, err := x.handler(se.g.timeout)
-		if err != nil {
-			return se.fail(2, "%v", err)
-		}
+		// Bind first: an address in use fails before Redis is read.
 		var lns []net.Listener
 		defer func() {
 			for _, ln := range lns {
@@ -156,6 +150,13 @@ func runExporter(argv []string, stdout, stderr io.Writer) int {
 				return se.fail(2, "%v", err)
 			}
 			lns = append(lns, ln)
+		}
+		if _, err := x.collect(); err != nil {
+			return se.fail(2, "reading Redis: %s", redactErr(err))
+		}
+		h, err := x.handler(se.g.timeout)
+		if err != nil {
+			return se.fail(2, "%v", err)
 		}
 		scheme := "http"
 		if f.tls {
@@ -259,6 +260,8 @@ func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 // encoded, a write to a scraper that went away) to stderr.
 type promLogger struct{ logf func(string, ...any) }
 
+// Println writes v as one "ratelimiter exporter: ..." line on stderr; it
+// returns nothing and cannot fail (promhttp.Logger).
 func (l promLogger) Println(v ...any) { l.logf("%s", fmt.Sprint(v...)) }
 
 // exporter is a prometheus.Collector that reads Redis on each scrape.

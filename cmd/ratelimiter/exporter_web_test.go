@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -262,4 +264,31 @@ func TestExporterBadWebConfig(t *testing.T) {
 		r := failsWith(t, 2, cliEnv(t, []string{"REDIS_URL=redis://127.0.0.1:1/0"}, "exporter", "--web.config.file", f))
 		require.Contains(t, r.stderr, "--web.config.file", content)
 	}
+}
+
+// Every --web.listen-address is served; one already in use is exit 2.
+func TestExporterListenAddresses(t *testing.T) {
+	cmd := exec.Command(bin, "exporter", "--url", "redis://"+redisAddr+"/0", "--match", uniqueName(t),
+		"--web.listen-address", "127.0.0.1:0", "--web.listen-address", "127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	r := bufio.NewReader(out)
+	seen := map[string]bool{}
+	for range 2 {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		url, found := strings.CutPrefix(strings.TrimSpace(line), "serving ")
+		require.True(t, found, "line %q", line)
+		seen[url] = true
+		require.Equal(t, 1.0, scrape(t, url)["ratelimiter_exporter_up"], url)
+	}
+	require.Len(t, seen, 2, "two addresses")
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	res := failsWith(t, 2, cli(t, "exporter", "--web.listen-address", busy.Addr().String()))
+	require.Contains(t, res.stderr, "address already in use")
 }
