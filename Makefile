@@ -12,6 +12,12 @@ GO ?= go
 # go.work.
 export GOWORK := off
 WORK := GOWORK=$(CURDIR)/go.work
+# The CLI's tests run in a workspace of the core and the CLI alone: go.work
+# also holds otel, whose newer go-redis would win there, while `go install
+# .../cmd/ratelimiter@version` builds with the go-redis the core and the
+# CLI require (go.mod's minimum).
+CLI_WORK_FILE := $(or $(TMPDIR),/tmp)/ratelimiter-cli-$(shell id -u).work
+CLI_WORK := GOWORK=$(CLI_WORK_FILE)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_UPDATED := /tmp/.ratelimiter-apt-updated
 
@@ -37,7 +43,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak
+.PHONY: install-check demo cli-work test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
@@ -47,7 +53,8 @@ demo: deps-redis
 # a 2-core machine, each would stall the other.
 test: deps vet
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
-	cd cmd/ratelimiter && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 10m ./...
+	$(MAKE) cli-work
+	cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -race -count=1 -p 1 -timeout 10m ./...
 	cd otel && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd grpclimit && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd bench && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
@@ -58,9 +65,13 @@ test: deps vet
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
-test-short: deps-redis
+test-short: deps-redis deps-prometheus cli-work
 	$(GO) test -short -race -count=1 ./...
-	cd cmd/ratelimiter && $(WORK) $(GO) test -short -race -count=1 ./...
+	cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -race -count=1 ./...
+
+cli-work:
+	@printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s/cmd/ratelimiter\n)\n\nreplace github.com/goredisson/ratelimiter v0.1.0 => %s\n' \
+	  $(CURDIR) $(CURDIR) $(CURDIR) > $(CLI_WORK_FILE)
 
 test-newest: deps-redis
 	cp go.mod $(NEWEST_MOD)
@@ -71,7 +82,7 @@ test-newest: deps-redis
 
 # The other servers our users run (docs/operations.md, "Supported servers"), fetched
 # and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
-# core suite without the long tests (-short; the race detector ran above), the Redisson compatibility
+# core and CLI suites without the long tests (-short; the race detector ran above), the Redisson compatibility
 # quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with
 # failover. The full suite runs on Debian's 7.0 above; `make test
 # REDIS_SERVER=...` runs all of it on another build.
@@ -81,12 +92,13 @@ TOPOLOGY_TESTS := TestCluster$$|TestSentinel$$|TestFailoverCluster$$|TestFailove
 servers:
 	bash scripts/servers.sh fetch
 
-test-servers: deps servers
+test-servers: deps servers cli-work
 	@set -e; for s in $(SERVERS); do \
 	  bin=$$(bash scripts/servers.sh bin $$s); shim=$$(bash scripts/servers.sh shim $$bin); \
 	  echo "== $$s: $$($$bin --version)"; \
 	  export PATH=$$shim:$$PATH REDIS_SERVER=$$bin REDIS_SENTINEL=$$shim/redis-sentinel; \
 	  $(GO) test -short -count=1 -p 1 ./...; \
+	  (cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -count=1 -p 1 ./...); \
 	  COMPAT_VERSIONS=4.7.0,3.16.3 $(GO) test -count=1 -run '$(COMPAT_QUICK)' ./internal/compat; \
 	  $(GO) test -count=1 -run '$(TOPOLOGY_TESTS)' .; \
 	done
