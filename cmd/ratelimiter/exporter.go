@@ -268,8 +268,8 @@ func (l promLogger) Println(v ...any) { l.logf("%s", fmt.Sprint(v...)) }
 // Collections run one at a time: a scrape that arrives while one runs
 // waits for it, and takes the next reading unless one that started
 // after it arrived has finished meanwhile (then it gets that reading), so
-// that any number of concurrent scrapers cost Redis at most two readings
-// at once.
+// that Redis serves one reading at a time and a burst of concurrent
+// scrapes costs at most two: the one under way and the next.
 type exporter struct {
 	rdb    redis.UniversalClient
 	f      exporterFlags
