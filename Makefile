@@ -1,16 +1,23 @@
 # The two commands of README.md: `make demo` and `make test`. Both install
 # what a fresh Debian machine lacks (redis-server, redis-sentinel,
-# redis-cli and valgrind; for the tests also Java 17 and Maven) before they
-# run.
+# redis-cli and valgrind; for the tests also Java 17, Maven and Prometheus
+# with promtool) before they run.
 
 GO ?= go
 
 # The core module is built and tested on its own (GOWORK=off): go.mod's go
 # line (1.25) and its minimum go-redis hold, and -modfile works. The other
-# modules require released versions of the core; $(WORK) gives them the
-# core beside them through go.work.
+# modules (cmd/ratelimiter, otel, grpclimit, bench) require released
+# versions of the core; $(WORK) gives them the core beside them through
+# go.work.
 export GOWORK := off
 WORK := GOWORK=$(CURDIR)/go.work
+# The CLI's tests run in a workspace of the core and the CLI alone: go.work
+# also holds otel, whose newer go-redis would win there, while `go install
+# .../cmd/ratelimiter@version` builds with the go-redis the core and the
+# CLI require (go.mod's minimum).
+CLI_WORK_FILE := $(or $(TMPDIR),/tmp)/ratelimiter-cli-$(shell id -u).work
+CLI_WORK := GOWORK=$(CLI_WORK_FILE)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_UPDATED := /tmp/.ratelimiter-apt-updated
 
@@ -36,16 +43,18 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java peer vet bench bench-quick soak
+.PHONY: install-check demo cli-work test test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak
 
 demo: deps-redis
-	$(GO) run ./cmd/ratelimiter demo
+	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
 
 # One package at a time (-p 1): the failover tests measure deadlines and the
 # compatibility suite's mixed load saturates both cores; run side by side on
 # a 2-core machine, each would stall the other.
 test: deps vet
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
+	$(MAKE) cli-work
+	cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -race -count=1 -p 1 -timeout 10m ./...
 	cd otel && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd grpclimit && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd bench && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
@@ -56,8 +65,13 @@ test: deps vet
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
-test-short: deps-redis
+test-short: deps-redis deps-prometheus cli-work
 	$(GO) test -short -race -count=1 ./...
+	cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -race -count=1 ./...
+
+cli-work:
+	@printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s/cmd/ratelimiter\n)\n\nreplace github.com/goredisson/ratelimiter v0.1.0 => %s\n' \
+	  $(CURDIR) $(CURDIR) $(CURDIR) > $(CLI_WORK_FILE)
 
 test-newest: deps-redis
 	cp go.mod $(NEWEST_MOD)
@@ -68,7 +82,7 @@ test-newest: deps-redis
 
 # The other servers our users run (docs/operations.md, "Supported servers"), fetched
 # and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
-# core suite without the long tests (-short; the race detector ran above), the Redisson compatibility
+# core and CLI suites without the long tests (-short; the race detector ran above), the Redisson compatibility
 # quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with
 # failover. The full suite runs on Debian's 7.0 above; `make test
 # REDIS_SERVER=...` runs all of it on another build.
@@ -78,19 +92,21 @@ TOPOLOGY_TESTS := TestCluster$$|TestSentinel$$|TestFailoverCluster$$|TestFailove
 servers:
 	bash scripts/servers.sh fetch
 
-test-servers: deps servers
+test-servers: deps servers cli-work
 	@set -e; for s in $(SERVERS); do \
 	  bin=$$(bash scripts/servers.sh bin $$s); shim=$$(bash scripts/servers.sh shim $$bin); \
 	  echo "== $$s: $$($$bin --version)"; \
 	  export PATH=$$shim:$$PATH REDIS_SERVER=$$bin REDIS_SENTINEL=$$shim/redis-sentinel; \
 	  $(GO) test -short -count=1 -p 1 ./...; \
+	  (cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -count=1 -p 1 ./...); \
 	  COMPAT_VERSIONS=4.7.0,3.16.3 $(GO) test -count=1 -run '$(COMPAT_QUICK)' ./internal/compat; \
 	  $(GO) test -count=1 -run '$(TOPOLOGY_TESTS)' .; \
 	done
 
 # go.mod's go line is the oldest Go the core builds and passes with: the
 # quick suite once more on that toolchain (the Go module proxy serves it).
-# otel/, grpclimit/ and bench/ need Go 1.26 (their dependencies do).
+# cmd/ratelimiter/, otel/, grpclimit/ and bench/ need Go 1.26 (their
+# dependencies do).
 GO_OLDEST ?= go1.25.5
 test-oldest: deps-redis
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -short -count=1 -p 1 ./...
@@ -114,9 +130,10 @@ bench-quick: deps-redis deps-java
 soak: deps
 	SOAK_DURATION=$${SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 20m -run TestSoak -v ./internal/compat
 
-# The published modules (core, otel, grpclimit) installed as a stranger
-# would: from a module proxy built from HEAD (file://), in a new module,
-# no workspace, no replace; the program built and run, the CLI installed.
+# The published modules (core, otel, grpclimit, the CLI) installed as a
+# stranger would: from a module proxy built from HEAD (file://), in a new
+# module, no workspace, no replace; the program built and run, the CLI
+# installed with go install ...@version and run.
 install-check: deps-redis
 	bash scripts/install-check.sh
 
@@ -125,12 +142,13 @@ vet:
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 { print $$2 }'); \
 	  if [ -n "$$big" ]; then echo "tracked files over 1 MB (build outputs belong in .gitignore):"; echo "$$big"; exit 1; fi
 	$(GO) vet ./...
+	cd cmd/ratelimiter && $(WORK) $(GO) vet ./...
 	cd otel && $(WORK) $(GO) vet ./...
 	cd grpclimit && $(WORK) $(GO) vet ./...
 	cd bench && $(WORK) $(GO) vet ./...
 	cd internal/modproxy && $(GO) vet ./...
 
-deps: deps-redis deps-java peer
+deps: deps-redis deps-java deps-prometheus peer
 
 deps-redis:
 	@missing=""; \
@@ -143,6 +161,17 @@ deps-redis:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@redis-server --version
+
+# Prometheus 2.42 and promtool (Debian's package): the CLI's exporter tests
+# run a real server against the exporter and check deploy/prometheus's rules.
+deps-prometheus:
+	@missing=""; \
+	for b in prometheus promtool; do command -v $$b >/dev/null 2>&1 || missing=prometheus; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing $$missing"; \
+	  [ -f $(APT_UPDATED) ] || { $(SUDO) apt-get update -qq && touch $(APT_UPDATED); }; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 deps-java:
 	@missing=""; \

@@ -54,7 +54,7 @@ func TestExporterEndToEnd(t *testing.T) {
 	_, err = gl.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Minute})
 	require.NoError(t, err)
 
-	url := startExporter(t, buildCLI(t), "--match", base+"*", "--every", "100ms")
+	url := startExporter(t, buildCLI(t), "--match", base+"*")
 	fams := scrapeParsed(t, url)
 	require.Equal(t, dto.MetricType_GAUGE, fams["ratelimiter_rate"].GetType())
 	require.Equal(t, 10.0, value(t, fams, "ratelimiter_rate", "limiter", javaOverall))
@@ -95,7 +95,7 @@ func buildCLI(t *testing.T) string {
 // test server and returns its /metrics URL; it is stopped when t ends.
 func startExporter(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--web.listen-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -130,19 +130,24 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 	return v
 }
 
-// lookup is value that reports whether the sample exists.
+// lookup is value that reports whether the sample exists. The pairs may
+// come in any order (client_golang sorts a series' labels by name).
 func lookup(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
 	f := fams[name]
 	if f == nil {
 		return 0, false
 	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
 next:
 	for _, m := range f.GetMetric() {
-		if len(m.GetLabel())*2 != len(labels) {
+		if len(m.GetLabel()) != len(want) {
 			continue
 		}
-		for i, l := range m.GetLabel() {
-			if l.GetName() != labels[2*i] || l.GetValue() != labels[2*i+1] {
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
 				continue next
 			}
 		}

@@ -3,7 +3,8 @@
 # built from this repository's HEAD (internal/modproxy, file://), in a new
 # module outside the repository, with no workspace and no replace. It
 # builds a program that uses the core, httplimit, grpclimit and otel,
-# installs the CLI, and runs both against a throwaway redis-server.
+# installs the CLI (its own module, cmd/ratelimiter) with go install
+# ...@version, and runs both against a throwaway redis-server.
 # Commit first: the modules are zipped from HEAD.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +14,16 @@ server_pid=
 cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-(cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$root" -out "$tmp/proxy" -version "$version" . otel grpclimit)
+# x/mod/zip zips only from a repository whose .git is a directory; a git
+# worktree's .git is a file, so from one the modules are zipped from a
+# clone checked out at the same HEAD.
+src=$root
+if [ ! -d "$root/.git" ]; then
+  git clone -q --no-checkout "$root" "$tmp/repo"
+  git -C "$tmp/repo" checkout -q --detach "$(git -C "$root" rev-parse HEAD)"
+  src=$tmp/repo
+fi
+(cd "$root/internal/modproxy" && GOWORK=off go run . -repo "$src" -out "$tmp/proxy" -version "$version" . otel grpclimit cmd/ratelimiter)
 
 # A module cache of its own, kept between runs for the upstream modules;
 # this repository's modules are dropped from it first, so that each run
@@ -95,4 +105,5 @@ if [ "$got" != "$want" ]; then
 fi
 "$tmp/bin/ratelimiter" --version
 REDIS_URL="redis://127.0.0.1:$port/0" "$tmp/bin/ratelimiter" available install-check
-echo "install-check: core, otel and grpclimit $version installed from the local proxy, built and ran"
+"$tmp/bin/ratelimiter" exporter -h | grep -q -- '--web.config.file' || { echo "install-check: the installed CLI's exporter has no --web.config.file"; exit 1; }
+echo "install-check: core, otel, grpclimit and the CLI $version installed from the local proxy, built and ran"

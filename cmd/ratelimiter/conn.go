@@ -33,14 +33,22 @@ type globals struct {
 // register defines the global flags on fs. Defaults never show REDIS_URL:
 // it may hold a password and -h prints defaults.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "url", "", "Redis URL: redis://[user:password@]host:port[/db] or rediss:// for TLS (default $REDIS_URL, else redis://localhost:6379/0); with --cluster or --sentinel only its user, password, db and TLS are used")
-	fs.StringVar(&g.cluster, "cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
-	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
+	g.registerConn(fs)
 	fs.StringVar(&g.clientID, "client-id", "", "client id naming this client's PER_CLIENT keys (default: a new random UUID)")
 	fs.StringVar(&g.prefix, "name-prefix", "", "prefix put before every limiter name, like a Redisson NameMapper that adds one")
 	fs.StringVar(&g.format, "format", "current", "permit record format to write: bc0i or current (Redisson >= 3.17), lc0i (3.16.4-3.16.8), fi (<= 3.16.3)")
 	fs.StringVar(&g.output, "o", "table", "output: table or json")
 	fs.StringVar(&g.output, "output", "table", "same as -o")
+}
+
+// registerConn defines only the flags that say how to reach Redis, for
+// commands that write no records and print no table (the exporter). The
+// others keep their defaults, which check accepts.
+func (g *globals) registerConn(fs *flag.FlagSet) {
+	g.format, g.output = "current", "table"
+	fs.StringVar(&g.url, "url", "", "Redis URL: redis://[user:password@]host:port[/db] or rediss:// for TLS (default $REDIS_URL, else redis://localhost:6379/0); with --cluster or --sentinel only its user, password, db and TLS are used")
+	fs.StringVar(&g.cluster, "cluster", "", "Redis Cluster seed addresses, comma-separated host:port")
+	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
 	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
 	fs.StringVar(&g.ca, "ca", "", "PEM file of the CA certificates to trust for rediss:// (a private CA), instead of the system's")
 }

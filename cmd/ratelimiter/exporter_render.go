@@ -2,8 +2,11 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/goredisson/ratelimiter"
 )
@@ -14,18 +17,18 @@ import (
 // collection is what one pass over Redis found.
 type collection struct {
 	limiters  []limiterState
-	truncated bool          // a SCAN or limiter bound was hit
-	elapsed   time.Duration // seconds since the previous collection, by Redis's clock; 0 on the first
-	took      time.Duration
+	truncated bool                  // a SCAN or limiter bound was hit
+	elapsed   time.Duration         // since the previous successful collection, by Redis's clock; 0 on the first
 	idle      int                   // exported limiters with no TTL and no record newer than --idle
 	eviction  *ratelimiter.Eviction // nil: INFO failed (not allowed, for example)
 }
 
-// render writes a collection, the exporter's own state included.
-func render(c collection, st *exporterStats) []byte {
-	e := newExposition()
+// render sends a collection's series to s: each limiter's, then the
+// figures of the collection as a whole. The exporter's own state (up,
+// errors) is the caller's.
+func render(s *sink, c collection) {
 	for _, l := range c.limiters {
-		renderLimiter(e, l, c.elapsed)
+		renderLimiter(s, l, c.elapsed)
 	}
 	if ev := c.eviction; ev != nil {
 		risk := 0.0
@@ -35,17 +38,12 @@ func render(c collection, st *exporterStats) []byte {
 		case ev.Evicts(true):
 			risk = 1
 		}
-		e.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (docs/differences.md, Eviction).", risk, label{"policy", ev.Policy})
-		e.add("ratelimiter_redis_evicted_keys_total", "counter", "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
+		s.gauge("ratelimiter_redis_eviction_risk", "2 when the server's maxmemory-policy can evict any limiter's keys, 1 only those of limiters with keep-alive (a TTL), 0 none (docs/differences.md, Eviction).", risk, label{"policy", ev.Policy})
+		s.add("ratelimiter_redis_evicted_keys_total", prometheus.CounterValue, "Keys the server has evicted since it started (any keys, INFO evicted_keys).", float64(ev.EvictedKeys))
 	}
-	e.gauge("ratelimiter_exporter_limiters", "Limiters found by the last collection.", float64(len(c.limiters)))
-	e.gauge("ratelimiter_idle_limiters", "Limiters of the last collection with no TTL and no record newer than --idle: they stay in Redis for good (ratelimiter sweep lists them).", float64(c.idle))
-	e.gauge("ratelimiter_exporter_truncated", "1 when the last collection stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients may be missing.", b2f(c.truncated))
-	e.gauge("ratelimiter_exporter_collect_seconds", "Duration of the last successful collection.", c.took.Seconds())
-	e.gauge("ratelimiter_exporter_last_success_timestamp_seconds", "Unix time of the last successful collection.", float64(st.lastSuccess.UnixMilli())/1e3)
-	e.add("ratelimiter_exporter_collect_errors_total", "counter", "Collections that failed (Redis unreachable, a timeout).", float64(st.errors))
-	e.gauge("ratelimiter_exporter_up", "1 when the last collection succeeded; 0 when it failed and the figures above are from an earlier one.", b2f(st.up))
-	return e.bytes()
+	s.gauge("ratelimiter_exporter_limiters", "Limiters found by this scrape's reading.", float64(len(c.limiters)))
+	s.gauge("ratelimiter_idle_limiters", "Limiters of this reading with no TTL and no record newer than --idle: they stay in Redis for good (ratelimiter sweep lists them).", float64(c.idle))
+	s.gauge("ratelimiter_exporter_truncated", "1 when this reading stopped at a bound (--max-limiters, --max-clients, --max-scans): some limiters or clients may be missing.", b2f(c.truncated))
 }
 
 // nameLabels labels a series with a name that may hold any bytes, one to
@@ -60,7 +58,7 @@ func nameLabels(key, s string) []label {
 	return []label{{key, strconv.Quote(s)}, {key + "_quoted", "1"}}
 }
 
-func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
+func renderLimiter(e *sink, l limiterState, elapsed time.Duration) {
 	names := nameLabels("limiter", l.name)
 	e.gauge("ratelimiter_rate", "Permits per interval (the limiter's rate).", float64(l.cfg.Rate), names...)
 	e.gauge("ratelimiter_interval_seconds", "The limiter's window.", l.cfg.Interval.Seconds(), names...)
@@ -90,7 +88,7 @@ func renderLimiter(e *exposition, l limiterState, elapsed time.Duration) {
 		e.gauge("ratelimiter_future_records", "Records stamped after Redis's clock: written by a client whose clock is ahead.", float64(b.futureRecords), labels...)
 		e.gauge("ratelimiter_future_lead_seconds", "How far the newest record is stamped after Redis's clock; 0 when none is.", b.futureLead.Seconds(), labels...)
 		if b.since != nil && elapsed > 0 {
-			e.gauge("ratelimiter_grants_per_second", "Permits in records stamped between the last two collections, per second of Redis time.", float64(*b.since)/elapsed.Seconds(), labels...)
+			e.gauge("ratelimiter_grants_per_second", "Permits in records stamped since the previous scrape's reading (by any scraper), per second of Redis time.", float64(*b.since)/elapsed.Seconds(), labels...)
 		}
 	}
 }
@@ -100,4 +98,47 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// label is one label pair of a series.
+type label struct{ name, value string }
+
+// sink collects the series of one reading as prometheus.Metrics. Series
+// of one family may carry different label names (a PER_CLIENT budget's
+// client, a quoted name's _quoted label), which the text and OpenMetrics
+// formats allow; each (name, label names) pair gets one Desc, kept in
+// descs across readings.
+type sink struct {
+	descs map[string]*prometheus.Desc
+	out   []prometheus.Metric
+}
+
+// add appends a series of family name with the given type, help and
+// value. Every series of one name must be given the same help and type
+// (the registry refuses a family that mixes them). A series the client
+// library refuses (a label value that is not UTF-8, which nameLabels
+// rules out) is added as an invalid metric, which the scrape reports
+// instead of panicking.
+func (s *sink) add(name string, typ prometheus.ValueType, help string, value float64, labels ...label) {
+	names := make([]string, len(labels))
+	values := make([]string, len(labels))
+	for i, l := range labels {
+		names[i], values[i] = l.name, l.value
+	}
+	key := name + "\x00" + strings.Join(names, "\x00")
+	d := s.descs[key]
+	if d == nil {
+		d = prometheus.NewDesc(name, help, names, nil)
+		s.descs[key] = d
+	}
+	m, err := prometheus.NewConstMetric(d, typ, value, values...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	s.out = append(s.out, m)
+}
+
+// gauge is add for a gauge.
+func (s *sink) gauge(name, help string, value float64, labels ...label) {
+	s.add(name, prometheus.GaugeValue, help, value, labels...)
 }

@@ -17,11 +17,18 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-// startExporter runs the binary's exporter on a free loopback port and
-// returns the /metrics URL; the process is stopped when t ends.
+// startExporter runs the binary's exporter on a free loopback port
+// against the test server and returns the /metrics URL; the process is
+// stopped when t ends.
 func startExporter(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + redisAddr + "/0", "--listen", "127.0.0.1:0"}, args...)...)
+	return startExporterAt(t, redisAddr, args...)
+}
+
+// startExporterAt is startExporter against the server at addr.
+func startExporterAt(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + addr + "/0", "--web.listen-address", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -79,7 +86,7 @@ func TestExporterServesLimiters(t *testing.T) {
 	_, err = ratelimiter.NewClient(rdb, ratelimiter.WithClientID("alice")).Limiter(pc).TryAcquire(ctx, 2)
 	require.NoError(t, err)
 
-	got := scrape(t, startExporter(t, "--match", base+"*", "--every", "100ms"))
+	got := scrape(t, startExporter(t, "--match", base+"*"))
 	q := strconv.Quote
 	require.Equal(t, 10.0, got[`ratelimiter_rate{limiter=`+q(over)+`}`])
 	require.Equal(t, 3600.0, got[`ratelimiter_interval_seconds{limiter=`+q(over)+`}`])
@@ -87,7 +94,7 @@ func TestExporterServesLimiters(t *testing.T) {
 	require.Equal(t, 7.0, got[`ratelimiter_available_permits{limiter=`+q(over)+`}`])
 	require.Equal(t, 3.0, got[`ratelimiter_window_permits{limiter=`+q(over)+`}`])
 	require.Equal(t, 1.0, got[`ratelimiter_window_records{limiter=`+q(over)+`}`])
-	require.Equal(t, 3.0, got[`ratelimiter_available_permits{limiter=`+q(pc)+`,client="alice"}`])
+	require.Equal(t, 3.0, got[`ratelimiter_available_permits{client="alice",limiter=`+q(pc)+`}`])
 	require.Equal(t, 1.0, got[`ratelimiter_clients{limiter=`+q(pc)+`}`])
 	require.Equal(t, 2.0, got["ratelimiter_exporter_limiters"], "the two matching limiters, not the other hash")
 	require.Equal(t, 1.0, got["ratelimiter_exporter_up"])
@@ -97,8 +104,13 @@ func TestExporterServesLimiters(t *testing.T) {
 // Bad flags are usage errors: exit 2, one line, nothing served.
 func TestExporterFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"exporter", "--every", "1ms"},
-		{"exporter", "--listen", "nope"},
+		{"exporter", "--collect-timeout", "1ms"},
+		{"exporter", "--web.listen-address", "nope"},
+		{"exporter", "--listen", "127.0.0.1:0"}, // renamed --web.listen-address
+		{"exporter", "--every", "5s"},           // gone: read on each scrape
+		{"exporter", "--web.config.file", "/nonexistent/web.yml"},
+		{"exporter", "--web.telemetry-path", "metrics"},
+		{"exporter", "--client-id", "x"}, // a flag only writing commands take
 		{"exporter", "--max-limiters", "0"},
 		{"exporter", "--match", ""},
 		{"exporter", "extra"},

@@ -82,6 +82,9 @@ func cliEnv(t testing.TB, env []string, args ...string) result {
 
 func newRedis(t testing.TB) *redis.Client { return redistest.Client(t, redisAddr) }
 
+// newRedisAt is newRedis for the server at addr.
+func newRedisAt(t testing.TB, addr string) *redis.Client { return redistest.Client(t, addr) }
+
 func uniqueName(t testing.TB) string { return redistest.Name(t) }
 
 // ok requires exit status 0 and an empty stderr.

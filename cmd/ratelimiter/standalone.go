@@ -20,6 +20,10 @@ type standalone struct {
 	usage    string // printed by -h before the flags
 	register func(fs *flag.FlagSet)
 	check    func() error
+	// connOnly: of the global flags, take only those that reach Redis
+	// (--url, --cluster, --sentinel, --redis-timeout, --ca), so that -h
+	// lists no flag the command ignores.
+	connOnly bool
 }
 
 // session is what a standalone command runs with: the connected Redis
@@ -38,7 +42,11 @@ func (s standalone) run(argv []string, stdout, stderr io.Writer, body func(se se
 	var g globals
 	fs := flag.NewFlagSet("ratelimiter "+s.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	g.register(fs)
+	if s.connOnly {
+		g.registerConn(fs)
+	} else {
+		g.register(fs)
+	}
 	s.register(fs)
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stderr, "ratelimiter %s: %s\n", s.name, oneLine(fmt.Sprintf(format, args...)))

@@ -89,7 +89,7 @@ func TestSweep(t *testing.T) {
 	// The exporter counts them: a (now with a TTL) and d (deleted) no
 	// longer; b is in use, c has a TTL, e has one now.
 	ok(t, cli(t, "persist", base+"e"))
-	page := scrape(t, startExporter(t, "--match", base+"*", "--every", "100ms", "--idle", "24h"))
+	page := scrape(t, startExporter(t, "--match", base+"*", "--idle", "24h"))
 	assert.Equal(t, 1.0, page["ratelimiter_idle_limiters"], "e again, without its TTL")
 }
 

@@ -57,7 +57,7 @@ func TestWindowByWriter(t *testing.T) {
 	assert.Equal(t, ws, line.Writers)
 	assert.Contains(t, ok(t, cli(t, "watch", name, "--count", "1")).stdout, "redisson 44%  go 56% (2 clients)")
 
-	got := scrape(t, startExporter(t, "--match", name, "--every", "100ms"))
+	got := scrape(t, startExporter(t, "--match", name))
 	q := strconv.Quote(name)
 	assert.Equal(t, 5.0, got[`ratelimiter_window_permits_by_writer{limiter=`+q+`,writer="go"}`])
 	assert.Equal(t, 4.0, got[`ratelimiter_window_permits_by_writer{limiter=`+q+`,writer="redisson"}`])
