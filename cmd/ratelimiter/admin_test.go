@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -392,4 +394,21 @@ func assertExpiresAt(t *testing.T, rdb *redis.Client, key string, at time.Time) 
 	ttl, err := rdb.PTTL(ctx, key).Result()
 	require.NoError(t, err)
 	assert.InDelta(t, at.UnixMilli(), time.Now().Add(ttl).UnixMilli(), 100, key)
+}
+
+// Without --url or REDIS_URL the demo starts a redis-server of its own on
+// loopback, runs on it, and stops it: the port no longer answers after.
+// With no redis-server to find it exits 2 naming what to install.
+func TestDemoThrowawayServer(t *testing.T) {
+	r := ok(t, cliEnv(t, nil, "demo", "--rate", "5", "--interval", "1s", "--workers", "2", "--duration", "1200ms"))
+	m := regexp.MustCompile(`started a throwaway redis-server on (\S+)`).FindStringSubmatch(r.stdout)
+	require.NotNil(t, m, "stdout %q", r.stdout)
+	assert.Contains(t, r.stdout, "total granted")
+	conn, err := net.DialTimeout("tcp", m[1], time.Second)
+	if err == nil {
+		conn.Close()
+		t.Errorf("the demo's redis-server on %s still answers after the demo", m[1])
+	}
+	r = failsWith(t, 2, cliEnv(t, []string{"REDIS_SERVER=/nonexistent/redis-server"}, "demo", "--duration", "1s"))
+	assert.Contains(t, r.stderr, "redis-server not found")
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
-	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // runDemo shows a limit holding: workers call Acquire as fast as the
@@ -54,7 +53,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 
 	var opts *redis.Options
 	if *url == "" {
-		srv, err := redisproc.Start(ctx)
+		srv, err := startThrowaway(ctx)
 		if err != nil {
 			fmt.Fprintln(stderr, "ratelimiter demo:", err)
 			return 2
