@@ -123,7 +123,7 @@ func (c *Client) All(names ...string) *Composite {
 func (a *Composite) Weighted(weights ...int64) *Composite {
 	b := *a
 	b.weights = slices.Clone(weights)
-	b.on, b.onKeys, b.onArgs, b.maxW = nil, nil, nil, 0
+	b.on, b.onKeys, b.onArgs, b.maxW = nil, nil, nil, 1
 	if len(weights) != len(a.parts) {
 		b.err = errors.Join(b.err, fmt.Errorf("%w: %d weights for %d parts", ErrInvalidWeights, len(weights), len(a.parts)))
 		return &b

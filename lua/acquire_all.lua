@@ -287,7 +287,7 @@ for p = 1, k do
   if changed[p] then
     redis.call('SET', vkey[p], value[p])
   elseif total > 0 then
-    redis.call('DECRBY', vkey[p], total)
+    redis.call('DECRBY', vkey[p], total * w[p])
   end
   if keep[p] > 0 then
     redis.call('PEXPIRE', KEYS[(p - 1) * 5 + 1], keep[p])

@@ -24,13 +24,13 @@ for p = 1, k do
     cfg[p] = {rate, interval, keep, valueKey, permitsKey}
   end)
   if not ok then
-    if type(e) == 'table' and e.err then
-      local code, rest = string.match(e.err, '^(RL%u+) (.*)$')
-      if code then
-        e = {err = code .. ' ' .. p .. ' ' .. rest}
-      end
+    -- Redis 6.2 passes the error table on; Redis 7 and Valkey its text.
+    local msg = type(e) == 'table' and e.err or tostring(e)
+    local code, rest = string.match(msg, '(RL%u+) (.*)$')
+    if code then
+      msg = code .. ' ' .. p .. ' ' .. rest
     end
-    error(e)
+    error({err = msg})
   end
 end
 local out = {}
