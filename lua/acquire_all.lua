@@ -278,7 +278,7 @@ end
 for p = 1, k do
   if lost[p] and lost[p] > 0 then
     -- acquire.lua's record of the lost permits.
-    local pre = string.sub(prefix, 1, -2) .. string.char((string.byte(pre, -1) + 128) % 256)
+    local pre = string.sub(prefix, 1, -2) .. string.char((string.byte(prefix, -1) + 128) % 256)
     redis.call('ZADD', pkey[p], stamps[p], pre .. struct.pack('<I', lost[p]))
   end
   if nold[p] > 0 then
