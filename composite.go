@@ -15,8 +15,8 @@ import (
 const MaxParts = 16
 
 // Composite is several limiters of one Client used as one: each
-// acquisition takes n permits from every part or from none, atomically, in
-// one script call, so that a refusal by one part never costs the others
+// acquisition takes n permits (with Weighted, n × each part's weight) from
+// every part or from none, atomically, in one script call, so that a refusal by one part never costs the others
 // permits ("10 per second and 1,000 per hour"). Each part stays an
 // ordinary limiter, in any mode, shared with Java's RRateLimiter and with
 // Client.Limiter: both see every permit the composite takes, and the
@@ -35,11 +35,14 @@ type Composite struct {
 	// weight (indices into parts, in order), their keys and weights as
 	// the script gets them. Without Weighted, every part with weight 1.
 	weights []int64 // nil: 1 from every part
-	on      []int
-	onKeys  []string
-	onArgs  []any
-	maxW    int64
-	order   []int // parts' indices sorted by config key (the lane's order)
+	// weighted: a weight is not 1 (Result's Remaining is then the binding
+	// part's, not the fewest among parts that count different things).
+	weighted bool
+	on       []int
+	onKeys   []string
+	onArgs   []any
+	maxW     int64
+	order    []int // parts' indices sorted by config key (the lane's order)
 }
 
 // All returns the composite of the limiters called names, in that order.
@@ -109,6 +112,15 @@ func (c *Client) All(names ...string) *Composite {
 // a had; a itself is unchanged. Make a view per call when weights vary:
 // it sends nothing to Redis and holds no state of its own.
 //
+// Allow's Result describes the binding part as for a Composite, except
+// that on a grant the binding part is the one that could grant the fewest
+// more calls of these weights (its permits left divided by its weight,
+// rounded down; with all weights 1, the part with the fewest left), and
+// that Remaining is that part's permits left (on a refusal, those of the
+// part that waits longest): the parts count different things. Result.Parts
+// says, per part, whether it had its share and, when not, how long until
+// it can grant it.
+//
 // A view made with invalid weights makes every call of it fail, before
 // anything is sent to Redis, with an error matching ErrInvalidWeights
 // (and ErrInvalidArgument): a number of weights other than the parts', a
@@ -149,7 +161,8 @@ func (a *Composite) Weighted(weights ...int64) *Composite {
 		b.err = errors.Join(b.err, bad)
 		return &b
 	}
-	if b.err == nil && slices.ContainsFunc(weights, func(w int64) bool { return w != 1 }) {
+	b.weighted = slices.ContainsFunc(weights, func(w int64) bool { return w != 1 })
+	if b.err == nil && b.weighted {
 		// The lane names the weights too: requests of one lane are decided
 		// with one set of weights (the first request's target).
 		ws := make([]string, len(b.order))

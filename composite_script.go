@@ -124,7 +124,7 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 		bp := res.Parts[res.Part]
 		res.Limit, res.Interval, res.ResetAfter = bp.Limit, bp.Interval, bp.ResetAfter
 		res.Remaining = max(rest[3*i+1], 0) // the fewest left among the parts
-		if a.weights != nil {
+		if a.weighted {
 			res.Remaining = bp.Remaining // parts count different things
 		}
 		switch {
@@ -132,7 +132,7 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 			res.Granted, res.Part = false, over
 			bp = res.Parts[over]
 			res.Limit, res.Interval, res.ResetAfter = bp.Limit, bp.Interval, bp.ResetAfter
-			if a.weights != nil {
+			if a.weighted {
 				res.Remaining = bp.Remaining
 			}
 			out[i] = verdict{res: res, err: a.partError(over, ErrPermitsExceedRate)}

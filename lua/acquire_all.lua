@@ -11,7 +11,9 @@
 -- takes n x weight from each part. Every part gets one record holding
 -- the sum granted times its weight, under the same member but for the
 -- last four bytes (which this script writes): each part stays an ordinary
--- Redisson limiter (docs/protocol.md, "Combined records").
+-- Redisson limiter (docs/protocol.md, "Combined records"). Go keeps every
+-- record's count within 2^32-1: the sum of a call's permits times the
+-- largest weight (checkPermits, and Client.take in lane.go).
 --
 -- Reply form '0' (exactly one request): one integer, the fewest permits
 -- left among the parts (>= 0) on a grant, -1 when the record collided
