@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
 	"github.com/goredisson/ratelimiter"
@@ -151,4 +152,46 @@ func TestRuleCostConcurrent(t *testing.T) {
 	require.Positive(t, calls)
 	require.Equal(t, 30-calls, left(t, l, names[0]))
 	require.Equal(t, 1000-toks, left(t, l, names[1]))
+}
+
+// With WithPerMessage, Rule.Cost reads each message a stream receives: a
+// rule of payload bytes (10 per minute) beside a rule of messages lets
+// two 4-byte messages through and ends the stream on the third.
+func TestRuleCostPerMessage(t *testing.T) {
+	bytes := func(_ context.Context, _ string, msg any) int64 {
+		if m, ok := msg.(*testpb.StreamingOutputCallRequest); ok {
+			return int64(len(m.GetPayload().GetBody()))
+		}
+		return 0 // the stream's opening: no bytes yet
+	}
+	l, err := grpclimit.New(newRedis(t), ratelimiter.Config{}, grpclimit.WithPrefix(prefix(t)),
+		grpclimit.WithKey(grpclimit.KeyByMetadata("x-key")), grpclimit.WithPerMessage(),
+		grpclimit.WithRules(
+			grpclimit.Rule{Name: "messages", Config: ratelimiter.Config{Rate: 100, Interval: time.Minute}},
+			grpclimit.Rule{Name: "bytes", Config: ratelimiter.Config{Rate: 10, Interval: time.Minute}, Cost: bytes}))
+	require.NoError(t, err)
+	e := &echo{got: make(chan int, 1)}
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(l.Stream()))
+	testpb.RegisterTestServiceServer(srv, e)
+	c := testpb.NewTestServiceClient(dial(t, serveOn(t, srv)))
+	ctx, cancel := context.WithTimeout(keyed("s"), 10*time.Second)
+	defer cancel()
+	s, err := c.FullDuplexCall(ctx)
+	require.NoError(t, err)
+	answered := 0
+	for i := 0; i < 4; i++ {
+		if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("abcd")}}); err != nil {
+			break
+		}
+		if _, err = s.Recv(); err != nil {
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+			break
+		}
+		answered++
+	}
+	assert.Equal(t, 2, answered)
+	assert.Equal(t, 2, <-e.got, "the handler got two messages, then the refusal")
+	names := l.Names("x-key:s")
+	assert.Equal(t, int64(98), left(t, l, names[0]), "the refused message took no message permit")
+	assert.Equal(t, int64(2), left(t, l, names[1]))
 }
