@@ -16,8 +16,9 @@ const MaxParts = 16
 
 // Composite is several limiters of one Client used as one: each
 // acquisition takes n permits (with Weighted, n × each part's weight) from
-// every part or from none, atomically, in one script call, so that a refusal by one part never costs the others
-// permits ("10 per second and 1,000 per hour"). Each part stays an
+// every part or from none, atomically, in one script call, so that a
+// refusal by one part never costs the others permits ("10 per second and
+// 1,000 per hour"). Each part stays an
 // ordinary limiter, in any mode, shared with Java's RRateLimiter and with
 // Client.Limiter: both see every permit the composite takes, and the
 // composite sees theirs. Make one with Client.All. It holds no state of
