@@ -149,3 +149,30 @@ func TestRuleCostConcurrent(t *testing.T) {
 	require.Equal(t, 30-reqs, available(t, lim, names[0]))
 	require.Equal(t, 1000-toks, available(t, lim, names[1]))
 }
+
+// With WithCost and a Rule.Cost, WithCost's cost is what the rules
+// without Cost take (below 1: they are left alone); a request is free
+// only when no rule takes anything.
+func TestRuleCostWithCost(t *testing.T) {
+	rdb := newRedis(t)
+	lim, err := httplimit.New(rdb, ratelimiter.Config{}, httplimit.WithPrefix(prefix(t)),
+		httplimit.WithKey(httplimit.KeyByHeader("X-Key")),
+		httplimit.WithCost(func(r *http.Request) int64 { n, _ := strconv.ParseInt(r.Header.Get("X-Units"), 10, 64); return n }),
+		httplimit.WithRules(
+			httplimit.Rule{Name: "units", Config: ratelimiter.Config{Rate: 10, Interval: time.Hour}},
+			httplimit.Rule{Name: "tokens", Config: ratelimiter.Config{Rate: 100, Interval: time.Hour}, Cost: tokens}))
+	require.NoError(t, err)
+	h := &counting{}
+	srv := serve(t, lim.Handler(h))
+	names := lim.Names("X-Key:k")
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Key", "k", "X-Units", "3", "X-Tokens", "40").StatusCode)
+	require.Equal(t, int64(7), available(t, lim, names[0]))
+	require.Equal(t, int64(60), available(t, lim, names[1]))
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Key", "k", "X-Units", "0", "X-Tokens", "20").StatusCode)
+	require.Equal(t, int64(7), available(t, lim, names[0]), "units left alone")
+	require.Equal(t, int64(40), available(t, lim, names[1]))
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-Key", "k").StatusCode, "free: nothing taken")
+	require.Equal(t, int64(7), available(t, lim, names[0]))
+	require.Equal(t, int64(40), available(t, lim, names[1]))
+	require.Equal(t, int64(3), h.n.Load())
+}
