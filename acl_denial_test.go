@@ -116,6 +116,13 @@ var aclOps = map[string]func(ctx context.Context, l *ratelimiter.Limiter, all *r
 		_, err := all.Allow(ctx, 1)
 		return err
 	},
+	"All.Weighted.Allow": func(ctx context.Context, _ *ratelimiter.Limiter, all *ratelimiter.Composite) error {
+		_, err := all.Weighted(3).Allow(ctx, 1)
+		return err
+	},
+	"All.Release": func(ctx context.Context, _ *ratelimiter.Limiter, all *ratelimiter.Composite) error {
+		return all.Weighted(2).Release(ctx, 1)
+	},
 	"Release": func(ctx context.Context, l *ratelimiter.Limiter, _ *ratelimiter.Composite) error {
 		return l.Release(ctx, 3)
 	},

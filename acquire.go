@@ -39,8 +39,45 @@ type Result struct {
 	// that Limit, Interval and ResetAfter describe, the one that binds: on
 	// a grant the part with the fewest permits left, on a refusal the one
 	// that must wait longest, for ErrPermitsExceedRate the part whose rate
-	// is below n. It is 0 for a Limiter.
+	// is below n. It is 0 for a Limiter. For a Weighted composite it
+	// counts every part, those of weight 0 too.
 	Part int
+	// Parts is, for a Composite, what each part (in Names order) said about
+	// this acquisition: whether it had its permits and, when it had not,
+	// how long until it can grant them. It is set by Allow and left nil by
+	// the calls that return only a bool, and for a Limiter. A part of
+	// weight 0 (Weighted) has a zero PartResult: it was not read.
+	Parts []PartResult
+}
+
+// PartResult is one part's side of a Composite's acquisition
+// (Result.Parts).
+type PartResult struct {
+	// Permits is what the call asked of this part: n × its weight (n
+	// without Weighted); 0 for a part of weight 0.
+	Permits int64
+	// Limit and Interval are the part's rate and window as Redis held them.
+	Limit    int64
+	Interval time.Duration
+	// Remaining is the part's permits left after the call (on a refusal,
+	// those available), never below 0.
+	Remaining int64
+	// Short reports that the part could not grant its Permits: it is one
+	// reason for the refusal (the composite's Part is the one among the
+	// short parts that waits longest). On a grant no part is short. A
+	// blocked caller decided after another's refusal in one combined call
+	// is refused with no part short; for ErrPermitsExceedRate the part
+	// over its rate is short with no RetryAfter.
+	Short bool
+	// RetryAfter is, for a short part, the time until its own records
+	// free its Permits (the hint the part alone would give, a lower bound
+	// as Result.RetryAfter); 0 when the part had them, or when no wait
+	// helps (Permits above Limit). The composite's RetryAfter is the
+	// longest of these.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the part's oldest permit record in the
+	// window expires; 0 when its window holds none.
+	ResetAfter time.Duration
 }
 
 // memberRetries bounds the retries after a permit record collided with an
@@ -74,7 +111,7 @@ func (r *Limiter) label() string   { return r.name }
 // Redis a little more than Granted alone.
 func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) {
 	d := Decision{Limiter: t.label(), Op: OpAllow, Permits: n}
-	if err := t.check(checkPermits(n)); err != nil {
+	if err := t.check(checkPermits(n, t.maxWeight())); err != nil {
 		return Result{}, t.decided(ctx, d, err)
 	}
 	c := t.client()
@@ -145,7 +182,7 @@ func (r *Limiter) Acquire(ctx context.Context, n int64) error {
 // (false, nil) or ctx's deadline (an error). A zero limit means none.
 func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (bool, error) {
 	d := Decision{Limiter: t.label(), Op: op, Permits: n}
-	if err := t.check(checkPermits(n)); err != nil {
+	if err := t.check(checkPermits(n, t.maxWeight())); err != nil {
 		return false, t.decided(ctx, d, err)
 	}
 	var ok bool
@@ -200,9 +237,15 @@ func waitUntil(ctx context.Context, t acquirer, n int64, limit time.Time, d *Dec
 	return ok, err
 }
 
-func checkPermits(n int64) error {
+// checkPermits returns why n permits cannot be asked of a target whose
+// largest weight is w (1 for a Limiter): n × w goes into one permit
+// record, which holds at most MaxPermits.
+func checkPermits(n, w int64) error {
 	if n < 1 || n > MaxPermits {
 		return invalid("permits %d out of range [1, %d]", n, int64(MaxPermits))
+	}
+	if n > MaxPermits/w {
+		return fmt.Errorf("%w: permits %d times weight %d above %d", ErrInvalidWeights, n, w, int64(MaxPermits))
 	}
 	return nil
 }

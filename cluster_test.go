@@ -208,6 +208,17 @@ func TestCluster(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 3, n, name)
 		}
+		// Weighted: a share per part, and a Release of both at once.
+		w := cli.All("user:{cl-42}:sec", "user:{cl-42}:hour").Weighted(0, 2)
+		ok, err = w.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, cli.All("user:{cl-42}:sec", "user:{cl-42}:hour").Weighted(1, 3).Release(ctx, 1))
+		for name, want := range map[string]int64{"user:{cl-42}:sec": 4, "user:{cl-42}:hour": 4} {
+			n, err := cli.Limiter(name).AvailablePermits(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, want, n, name)
+		}
 
 		sa, err := c.KeySlot(ctx, "cl-all-a")
 		require.NoError(t, err)

@@ -15,9 +15,10 @@ import (
 const MaxParts = 16
 
 // Composite is several limiters of one Client used as one: each
-// acquisition takes n permits from every part or from none, atomically, in
-// one script call, so that a refusal by one part never costs the others
-// permits ("10 per second and 1,000 per hour"). Each part stays an
+// acquisition takes n permits (with Weighted, n × each part's weight) from
+// every part or from none, atomically, in one script call, so that a
+// refusal by one part never costs the others permits ("10 per second and
+// 1,000 per hour"). Each part stays an
 // ordinary limiter, in any mode, shared with Java's RRateLimiter and with
 // Client.Limiter: both see every permit the composite takes, and the
 // composite sees theirs. Make one with Client.All. It holds no state of
@@ -30,6 +31,19 @@ type Composite struct {
 	keys  []string // K1..K5 of every part, part after part
 	lane  string
 	err   error
+
+	// What a call takes from each part (Weighted): the parts with a
+	// weight (indices into parts, in order), their keys and weights as
+	// the script gets them. Without Weighted, every part with weight 1.
+	weights []int64 // nil: 1 from every part
+	// weighted: a weight is not 1 (Result's Remaining is then the binding
+	// part's, not the fewest among parts that count different things).
+	weighted bool
+	on       []int
+	onKeys   []string
+	onArgs   []any
+	maxW     int64
+	order    []int // parts' indices sorted by config key (the lane's order)
 }
 
 // All returns the composite of the limiters called names, in that order.
@@ -41,7 +55,7 @@ type Composite struct {
 // whose keys do not share one hash slot give ErrCrossSlot (name the parts
 // with one hash tag: "user:{42}:sec", "user:{42}:hour").
 func (c *Client) All(names ...string) *Composite {
-	a := &Composite{c: c, name: strings.Join(names, "+"), names: slices.Clone(names), err: c.err}
+	a := &Composite{c: c, name: strings.Join(names, "+"), names: slices.Clone(names), err: c.err, maxW: 1}
 	if len(names) == 0 || len(names) > MaxParts {
 		a.err = errors.Join(a.err, invalid("%d limiters in a composite, not in [1, %d]", len(names), MaxParts))
 		return a
@@ -72,10 +86,98 @@ func (c *Client) All(names ...string) *Composite {
 		lane = append(lane, strconv.Quote(r.keys.Config))
 	}
 	// Composites of the same set share a lane whatever the order of names.
+	if a.err == nil {
+		a.order = make([]int, len(lane))
+		for i := range a.order {
+			a.order[i] = i
+		}
+		slices.SortFunc(a.order, func(i, j int) int { return strings.Compare(lane[i], lane[j]) })
+	}
 	slices.Sort(lane)
 	a.lane = "*" + strings.Join(lane, ",")
+	for i := range a.parts {
+		a.on = append(a.on, i)
+		a.onArgs = append(a.onArgs, int64(1))
+	}
+	a.onKeys = a.keys
 	return a
 }
+
+// Weighted returns a view of a whose calls take n × weights[i] permits
+// from part i (Names()[i]) for n asked, all or none, in one script call
+// as Allow does, and whose Release gives back n × weights[i] to each
+// part: "1 request and 750 tokens" from a requests-per-minute and a
+// tokens-per-minute limiter is c.All("rpm", "tpm").Weighted(1, 750) with
+// n = 1. A part of weight 0 is not touched: the call neither reads nor
+// writes it, and it need not be configured. The view replaces any weights
+// a had; a itself is unchanged. Make a view per call when weights vary:
+// it sends nothing to Redis and holds no state of its own.
+//
+// Allow's Result describes the binding part as for a Composite, except
+// that on a grant the binding part is the one that could grant the fewest
+// more calls of these weights (its permits left divided by its weight,
+// rounded down; with all weights 1, the part with the fewest left), and
+// that Remaining is that part's permits left (on a refusal, those of the
+// part that waits longest): the parts count different things. Result.Parts
+// says, per part, whether it had its share and, when not, how long until
+// it can grant it.
+//
+// A view made with invalid weights makes every call of it fail, before
+// anything is sent to Redis, with an error matching ErrInvalidWeights
+// (and ErrInvalidArgument): a number of weights other than the parts', a
+// negative weight, every weight 0, or a weight above MaxPermits. Calls of
+// the view also fail that way when n × a weight exceeds MaxPermits; a
+// request for more than a part's rate (n × its weight) fails with
+// ErrPermitsExceedRate naming that part, as in Allow, and takes nothing.
+//
+// Views with equal weights on the same set of parts share the Client's
+// combining (docs/combining.md) and local refusals; views with other
+// weights have their own, so that one's refusal never refuses another.
+func (a *Composite) Weighted(weights ...int64) *Composite {
+	b := *a
+	b.weights = slices.Clone(weights)
+	b.on, b.onKeys, b.onArgs, b.maxW = nil, nil, nil, 1
+	if len(weights) != len(a.parts) {
+		b.err = errors.Join(b.err, fmt.Errorf("%w: %d weights for %d parts", ErrInvalidWeights, len(weights), len(a.parts)))
+		return &b
+	}
+	var bad error
+	for i, w := range weights {
+		switch {
+		case w < 0 || w > MaxPermits:
+			bad = errors.Join(bad, fmt.Errorf("%w: weight %d of part %q out of range [0, %d]", ErrInvalidWeights, w, a.names[i], int64(MaxPermits)))
+		case w > 0:
+			b.on = append(b.on, i)
+			b.onArgs = append(b.onArgs, w)
+			b.maxW = max(b.maxW, w)
+			if a.err == nil {
+				b.onKeys = append(b.onKeys, a.parts[i].keyList...)
+			}
+		}
+	}
+	if bad == nil && len(b.on) == 0 {
+		bad = fmt.Errorf("%w: every weight is 0", ErrInvalidWeights)
+	}
+	if bad != nil {
+		b.err = errors.Join(b.err, bad)
+		return &b
+	}
+	b.weighted = slices.ContainsFunc(weights, func(w int64) bool { return w != 1 })
+	if b.err == nil && b.weighted {
+		// The lane names the weights too: requests of one lane are decided
+		// with one set of weights (the first request's target).
+		ws := make([]string, len(b.order))
+		for i, j := range b.order {
+			ws[i] = strconv.FormatInt(weights[j], 10)
+		}
+		b.lane = a.lane + "#" + strings.Join(ws, ",")
+	}
+	return &b
+}
+
+// Weights returns the weights of a view made with Weighted (a copy), or
+// nil for a composite made with Client.All, which takes n from every part.
+func (a *Composite) Weights() []int64 { return slices.Clone(a.weights) }
 
 // Names returns the names the composite was made with, in order.
 func (a *Composite) Names() []string {
@@ -158,11 +260,74 @@ func (a *Composite) decided(ctx context.Context, d Decision, err error) error {
 
 func (a *Composite) laneKey() string { return a.lane }
 
-// giveBack releases n permits to every part.
-func (a *Composite) giveBack(ctx context.Context, n int64) error {
-	var err error
-	for _, r := range a.parts {
-		err = errors.Join(err, r.Release(ctx, n))
+// maxWeight is the largest weight: n × maxWeight permits go into one record.
+func (a *Composite) maxWeight() int64 { return a.maxW }
+
+// giveBack releases n permits (times the weights) to the parts.
+func (a *Composite) giveBack(ctx context.Context, n int64) error { return a.Release(ctx, n) }
+
+// Release gives back n permits to every part now, or with Weighted n ×
+// its weight to each part of nonzero weight, in one script call: every
+// part gives back or, on an error, none does (each part's configuration
+// and state are checked before the first write). Each part gives back as
+// Limiter.Release does: up to its rate, taking the permits out of its
+// newest permit records in the window (shrinking or removing at most 128
+// records), so that they do not come back a second time when those
+// records expire. It is meant for permits this composite took (the
+// unused part of an estimate: take Weighted(1, 750), use 300 tokens,
+// Release Weighted(0, 450) with n = 1), and gives back what the newest
+// records hold whoever wrote them.
+//
+// A part gives back less than asked, without an error, when its records
+// in the window hold fewer permits: records that already left the window
+// (their interval ended) gave their permits back when they expired, so
+// those permits are not given back again; likewise when the part is at
+// its rate. n = 0 does nothing and sends nothing. It fails with
+// ErrInvalidArgument for n < 0 or n × a weight above MaxPermits, with
+// the errors of Weighted and All for an invalid composite, and with
+// ErrNotInitialized, naming the part, when a part to release is not
+// configured. As for Limiter.Release, a Java Redisson that releases on
+// the same limiters does not shrink records (docs/protocol.md).
+func (a *Composite) Release(ctx context.Context, n int64) error {
+	defer a.c.refusals.forget() // local refusals may no longer hold
+	if err := a.check(checkRelease(n, a.maxW)); err != nil || n == 0 {
+		return a.named(err)
+	}
+	args := make([]any, 0, 1+len(a.on))
+	args = append(args, a.c.stamp())
+	for _, w := range a.onArgs {
+		args = append(args, n*w.(int64))
+	}
+	_, err := bounded(ctx, func() (any, error) {
+		if err := a.c.permitted(ctx, a.onKeys[:5], "Release", needRelease); err != nil {
+			return nil, err
+		}
+		return scriptReleaseAll.Run(ctx, a.c.rdb, a.onKeys, args...).Result()
+	})
+	if err != nil {
+		err = a.scriptError(err)
+	}
+	return a.named(err)
+}
+
+// named names the composite in an error that names no part, as decided
+// does.
+func (a *Composite) named(err error) error {
+	var le *LimiterError
+	if err != nil && !errors.As(err, &le) {
+		err = &LimiterError{Limiter: a.name, Err: err}
 	}
 	return err
+}
+
+// checkRelease returns why n permits, times the weight w, cannot be
+// released, or nil.
+func checkRelease(n, w int64) error {
+	switch {
+	case n < 0 || n > MaxPermits:
+		return invalid("permits %d out of range [0, %d]", n, int64(MaxPermits))
+	case n > MaxPermits/max(w, 1):
+		return fmt.Errorf("%w: permits %d times weight %d above %d", ErrInvalidWeights, n, w, int64(MaxPermits))
+	}
+	return nil
 }

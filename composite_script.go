@@ -18,16 +18,19 @@ func (a *Composite) decide(ctx context.Context, form string, ns []int64) batchRe
 
 // eval runs the script on every part's keys: one EVALSHA, with WAIT in
 // the same round trip on a client made with WithReplicaAck.
+// The parts' weights go after the reply form (ARGV[4] on).
 func (a *Composite) eval(ctx context.Context, args ...any) (any, error) {
-	if err := a.c.permitted(ctx, a.parts[0].keyList, "acquire", needAcquireAll); err != nil {
+	if err := a.c.permitted(ctx, a.onKeys[:5], "acquire", needAcquireAll); err != nil {
 		return nil, a.c.result(err)
 	}
+	full := make([]any, 0, len(args)+len(a.onArgs))
+	full = append(append(append(full, args[:3]...), a.onArgs...), args[3:]...)
 	var v any
 	var err error
 	if ack, ok := a.c.replicaAck(); ok {
-		v, err = a.parts[0].evalAck(ctx, a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts), ack, a.keys, args...)
+		v, err = a.parts[a.on[0]].evalAck(ctx, a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts), ack, a.onKeys, full...)
 	} else {
-		v, err = a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts).Run(ctx, a.c.rdb, a.keys, args...).Result()
+		v, err = a.c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts).Run(ctx, a.c.rdb, a.onKeys, full...).Result()
 	}
 	return v, a.scriptError(err)
 }
@@ -48,7 +51,7 @@ func (a *Composite) scriptError(err error) error {
 	code, rest, _ := strings.Cut(msg, " ")
 	num, text, _ := strings.Cut(rest, " ")
 	p, perr := strconv.Atoi(num)
-	if perr != nil || p < 1 || p > len(a.parts) {
+	if perr != nil || p < 1 || p > len(a.on) {
 		return a.c.result(err)
 	}
 	var sentinel error
@@ -63,14 +66,15 @@ func (a *Composite) scriptError(err error) error {
 		return a.c.result(err)
 	}
 	a.c.observe(err)
-	return a.partError(p-1, sentinel)
+	return a.partError(a.on[p-1], sentinel)
 }
 
 // partError names part i in err.
 func (a *Composite) partError(i int, err error) error { return a.parts[i].wrap(err) }
 
 // parse reads the script's reply (see lua/acquire_all.lua). Form '0' is
-// the single limiter's.
+// the single limiter's. Part indices in the reply count the parts with a
+// weight (a.on); Result's count every part.
 func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error) {
 	if form == formSingle {
 		return parseVerdicts(reply, form, ns)
@@ -80,9 +84,9 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 	if !ok || len(t) != 3+3*len(ns) {
 		return nil, bad
 	}
-	k := len(a.parts)
+	k := len(a.on)
 	head, ok1 := ints(t[:1], 1)
-	parts, ok2 := ints(t[1], 3*k)
+	parts, ok2 := ints(t[1], 3*k+2*k*len(ns))
 	binds, ok3 := ints(t[2], len(ns))
 	rest, ok4 := ints(t[3:], 3*len(ns))
 	if !ok1 || !ok2 || !ok3 || !ok4 || head[0] != int64(k) {
@@ -94,21 +98,59 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 		if b < 0 || b >= int64(k) {
 			return nil, bad
 		}
-		g, left, hint := rest[3*i], max(rest[3*i+1], 0), rest[3*i+2] // never below 0, as AvailablePermits
-		rate := parts[3*b]
-		res := Result{Granted: g == 1, Limit: rate, Interval: millis(parts[3*b+1]), Remaining: left, ResetAfter: millis(parts[3*b+2]), Part: int(b)}
+		each := parts[3*k+2*k*i : 3*k+2*k*(i+1)]
+		res := Result{Granted: rest[3*i] == 1, Part: a.on[b], Parts: make([]PartResult, len(a.parts))}
+		over := -1 // the first part whose rate is below its permits
+		for q, idx := range a.on {
+			w := a.onArgs[q].(int64)
+			pr := PartResult{
+				Permits:    n * w,
+				Limit:      parts[3*q],
+				Interval:   millis(parts[3*q+1]),
+				ResetAfter: millis(parts[3*q+2]),
+				Remaining:  max(each[2*q], 0), // never below 0, as AvailablePermits
+			}
+			switch {
+			case exceedsRate(n, w, pr.Limit):
+				pr.Short = true
+				if over < 0 {
+					over = idx
+				}
+			case each[2*q+1] > 0:
+				pr.Short, pr.RetryAfter = true, hintDuration(each[2*q+1])
+			}
+			res.Parts[idx] = pr
+		}
+		bp := res.Parts[res.Part]
+		res.Limit, res.Interval, res.ResetAfter = bp.Limit, bp.Interval, bp.ResetAfter
+		res.Remaining = max(rest[3*i+1], 0) // the fewest left among the parts
+		if a.weighted {
+			res.Remaining = bp.Remaining // parts count different things
+		}
 		switch {
-		case n > rate:
-			res.Granted = false
-			out[i] = verdict{res: res, err: a.partError(int(b), ErrPermitsExceedRate)}
+		case over >= 0:
+			res.Granted, res.Part = false, over
+			bp = res.Parts[over]
+			res.Limit, res.Interval, res.ResetAfter = bp.Limit, bp.Interval, bp.ResetAfter
+			if a.weighted {
+				res.Remaining = bp.Remaining
+			}
+			out[i] = verdict{res: res, err: a.partError(over, ErrPermitsExceedRate)}
 			continue
 		case !res.Granted:
-			res.RetryAfter = hintDuration(hint)
+			res.RetryAfter = hintDuration(rest[3*i+2])
 		}
 		out[i] = verdict{res: res}
 	}
 	return out, nil
 }
+
+// exceedsRate reports whether n permits of weight w can never be granted
+// by a limiter of rate: n × w above the rate. It is the rule that
+// acquire_all.lua applies before deciding (RLEXCEED, and a request
+// refused with hint 0); TestWeightedExceedsRateAgrees checks that both
+// agree.
+func exceedsRate(n, w, rate int64) bool { return n*w > rate }
 
 // ints reads x, a []any of want integers.
 func ints(x any, want int) ([]int64, bool) {

@@ -510,7 +510,7 @@ func TestCompositeReplyGrants(t *testing.T) {
 		ns   []any
 		want bool
 	}{{[]any{5}, false}, {[]any{2, 2}, true}, {[]any{2}, false}, {[]any{1}, true}, {[]any{4, 9}, false}} {
-		args := append([]any{now, "\x10" + strings.Repeat("x", 16), "1"}, tc.ns...)
+		args := append([]any{now, "\x10" + strings.Repeat("x", 16), "1", 1, 1}, tc.ns...) // weights 1, 1
 		v, err := rdb.Eval(ctx, ratelimiter.AcquireAllSource, keys, args...).Result()
 		require.NoError(t, err)
 		require.Equal(t, tc.want, ratelimiter.GrantedAny(v), "%v: %v", tc.ns, v)

@@ -30,6 +30,13 @@ var (
 	// also matches ErrInvalidArgument.
 	ErrCrossSlot = fmt.Errorf("%w: the limiter's keys do not share one cluster hash slot; use a name with no '{' or with one '{tag}'", ErrInvalidArgument)
 
+	// ErrInvalidWeights is returned, before anything is sent to Redis, by
+	// the calls of a Composite view made with Weighted with weights that
+	// cannot be used: not one per part, negative, all 0, or so large that
+	// the permits asked times a weight exceed MaxPermits. The error text
+	// says which. It also matches ErrInvalidArgument.
+	ErrInvalidWeights = fmt.Errorf("%w: composite weights", ErrInvalidArgument)
+
 	// ErrCorruptState is returned when Redis holds something the protocol
 	// does not expect: a key of the wrong type, a non-numeric field, a
 	// permit record too short to hold a count. The call changed nothing.

@@ -210,3 +210,37 @@ func ExampleWithForeignWaiters() {
 	// <nil>
 	// true
 }
+
+// An LLM API's requests-per-minute and tokens-per-minute limits in one
+// call: reserve 1 request and the 750 tokens a prompt may use, both or
+// neither, then give back the tokens the response did not use.
+func ExampleComposite_Weighted() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb)
+	rpm, tpm := client.Limiter("example:{llm}:rpm"), client.Limiter("example:{llm}:tpm")
+	defer rpm.Delete(ctx)
+	defer tpm.Delete(ctx)
+	rpm.SetRate(ctx, ratelimiter.Config{Rate: 500, Interval: time.Minute})
+	tpm.SetRate(ctx, ratelimiter.Config{Rate: 1000, Interval: time.Minute})
+	llm := client.All("example:{llm}:rpm", "example:{llm}:tpm")
+
+	res, err := llm.Weighted(1, 750).Allow(ctx, 1)
+	must(err)
+	fmt.Println(res.Granted, res.Parts[0].Remaining, res.Parts[1].Remaining)
+
+	// The response used 300 tokens: give back 450, keep the request.
+	must(llm.Weighted(0, 450).Release(ctx, 1))
+	left, _ := tpm.AvailablePermits(ctx)
+	fmt.Println(left)
+
+	// 800 tokens do not fit: refused by the tokens part, nothing taken.
+	res, err = llm.Weighted(1, 800).Allow(ctx, 1)
+	must(err)
+	fmt.Println(res.Granted, llm.Names()[res.Part], res.Parts[0].Short, res.Parts[1].Short, res.RetryAfter > 0)
+	// Output:
+	// true 499 250
+	// 700
+	// false example:{llm}:tpm false true true
+}

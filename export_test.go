@@ -63,3 +63,7 @@ func Lanes(c *Client) int {
 
 // HintDuration is hintDuration.
 var HintDuration = hintDuration
+
+// ExceedsRate is exceedsRate: the Go home of the rule acquire_all.lua
+// applies to n × weight against a part's rate.
+var ExceedsRate = exceedsRate

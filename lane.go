@@ -78,6 +78,9 @@ type target interface {
 	decide(ctx context.Context, form string, ns []int64) batchReply
 	// giveBack releases n permits granted to callers that had gone.
 	giveBack(ctx context.Context, n int64) error
+	// maxWeight is the most permits one asked permit takes from a part
+	// (a Weighted composite's largest weight; 1 otherwise).
+	maxWeight() int64
 }
 
 // laneKey is "1" and the config key: composites' lane keys begin with
@@ -85,6 +88,8 @@ type target interface {
 func (r *Limiter) laneKey() string { return "1" + r.keys.Config }
 
 func (r *Limiter) giveBack(ctx context.Context, n int64) error { return r.Release(ctx, n) }
+
+func (r *Limiter) maxWeight() int64 { return 1 }
 
 // request is one acquisition waiting for a script call.
 type request struct {
@@ -216,7 +221,8 @@ func (c *Client) run(l *lane, batch []*request, strict, inline bool) {
 
 // next takes the lane's next batch: the waiters when their hint has
 // passed, else the pending requests, up to maxBatch requests and
-// MaxPermits permits (one record holds them). Call with mu held.
+// MaxPermits permits times the largest weight (one record holds them).
+// Call with mu held.
 func (c *Client) next(l *lane) ([]*request, bool) {
 	if l.due && len(l.waiting) > 0 {
 		l.due = false
@@ -240,7 +246,7 @@ func (c *Client) take(list []*request) (batch, rest []*request) {
 		if q.state.Load() == reqGone {
 			continue
 		}
-		if permits+q.n > MaxPermits {
+		if permits+q.n > MaxPermits/q.p.maxWeight() {
 			break
 		}
 		permits += q.n

@@ -1,6 +1,7 @@
 package ratelimiter
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,6 +66,17 @@ func (rs *refusals) lookup(key string, n int64, detail bool, now time.Time) (Res
 	res := r.res
 	res.RetryAfter = max(r.until.Sub(now)+hintPad, time.Millisecond)
 	res.ResetAfter = max(res.ResetAfter-now.Sub(r.at), 0)
+	if res.Parts != nil {
+		// A copy per caller, counted down as the Result's own figures.
+		res.Parts = slices.Clone(res.Parts)
+		for i := range res.Parts {
+			p := &res.Parts[i]
+			if p.RetryAfter > 0 {
+				p.RetryAfter = max(p.RetryAfter-now.Sub(r.at), time.Millisecond)
+			}
+			p.ResetAfter = max(p.ResetAfter-now.Sub(r.at), 0)
+		}
+	}
 	return res, true
 }
 

@@ -47,6 +47,7 @@ var scriptNeeds = map[*redis.Script]struct {
 	cmds []string
 }{
 	scriptRelease:    {"Release", needRelease},
+	scriptReleaseAll: {"Release", needRelease},
 	scriptAvailable:  {"AvailablePermits", needSettle},
 	scriptSetRate:    {"SetRate", needSetRate},
 	scriptTrySetRate: {"TrySetRate", needTrySetRate},

@@ -38,7 +38,8 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		{"acquire.lua", luaAcquire, needAcquire, []string{"time"}},
 		{"acquire_all.lua", luaAcquireAll, needAcquireAll, []string{"time"}},
 		{"available.lua", luaLib + luaAvailable, needSettle, []string{"time"}},
-		{"release.lua", luaLib + luaRelease, needRelease, []string{"time"}},
+		{"release.lua", luaLib + luaGiveBack + luaRelease, needRelease, []string{"time"}},
+		{"release_all.lua", luaLib + luaGiveBack + luaReleaseAll, needRelease, []string{"time"}},
 		// setrate.lua uses lib.lua's refresh (PEXPIRE, PTTL), no other lib command.
 		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, nil},
 		// trysetrate.lua uses lib.lua's refresh (PEXPIRE, PTTL).

@@ -20,8 +20,12 @@ var (
 	luaAcquire string
 	//go:embed lua/acquire_all.lua
 	luaAcquireAll string
+	//go:embed lua/giveback.lua
+	luaGiveBack string
 	//go:embed lua/release.lua
 	luaRelease string
+	//go:embed lua/release_all.lua
+	luaReleaseAll string
 	//go:embed lua/available.lua
 	luaAvailable string
 	//go:embed lua/setrate.lua
@@ -39,7 +43,8 @@ var (
 	// (eviction.go): [0] allkeys-*, [1] volatile-*.
 	scriptAcquireEvicts    = [2]*redis.Script{evicts(luaAcquire, "allkeys"), evicts(luaAcquire, "volatile")}
 	scriptAcquireAllEvicts = [2]*redis.Script{evicts(guarded(luaAcquireAll), "allkeys"), evicts(guarded(luaAcquireAll), "volatile")}
-	scriptRelease          = redis.NewScript(guarded(luaLib + luaRelease))
+	scriptRelease          = redis.NewScript(guarded(luaLib + luaGiveBack + luaRelease))
+	scriptReleaseAll       = redis.NewScript(guarded(luaLib + luaGiveBack + luaReleaseAll))
 	scriptAvailable        = redis.NewScript(guarded(luaLib + luaAvailable))
 	scriptSetRate          = redis.NewScript(guarded(luaLib + luaSetRate))
 	scriptTrySetRate       = redis.NewScript(guarded(luaLib + luaTrySetRate))

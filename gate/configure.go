@@ -37,6 +37,7 @@ var (
 type Gate struct {
 	cfgs       []ratelimiter.Config // one per part
 	rules      []string             // the rules' names (NewRules), else nil
+	costed     bool                 // a rule has a cost of its own (Costed)
 	permits    int64
 	mu         sync.Mutex
 	configured map[string]struct{}

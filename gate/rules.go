@@ -15,12 +15,16 @@ const MaxRuleLen = 64
 type Rule struct {
 	Name   string
 	Config ratelimiter.Config
+	// Costed is true for a rule with a cost of its own per request (see
+	// Weighted): the permits per request do not apply to it.
+	Costed bool
 }
 
 // CheckRules returns, joined, why rules cannot be a middleware's rules
 // for permits per request, or nil: none or more than ratelimiter.MaxParts,
 // a name that is not a Token or is given twice, an invalid Config, or a
-// rate below permits. The errors match ratelimiter.ErrInvalidArgument.
+// rate below permits (for a rule that is not Costed). The errors match
+// ratelimiter.ErrInvalidArgument.
 func CheckRules(rules []Rule, permits int64) error {
 	var err error
 	bad := func(format string, args ...any) {
@@ -40,7 +44,7 @@ func CheckRules(rules []Rule, permits int64) error {
 		seen[r.Name] = true
 		if e := r.Config.Validate(); e != nil {
 			bad("rule %q: config: %w", r.Name, e)
-		} else if permits > r.Config.Rate {
+		} else if !r.Costed && permits > r.Config.Rate {
 			bad("rule %q: permits per request %d above its rate %d", r.Name, permits, r.Config.Rate)
 		}
 	}
@@ -53,10 +57,11 @@ func CheckRules(rules []Rule, permits int64) error {
 func NewRules(rules []Rule, permits int64) *Gate {
 	cfgs := make([]ratelimiter.Config, len(rules))
 	names := make([]string, len(rules))
+	g := NewParts(cfgs, permits)
 	for i, r := range rules {
 		cfgs[i], names[i] = r.Config, r.Name
+		g.costed = g.costed || r.Costed
 	}
-	g := NewParts(cfgs, permits)
 	g.rules = names
 	return g
 }
@@ -83,6 +88,29 @@ func (g *Gate) Target(c *ratelimiter.Client, names []string) Target {
 		return c.Limiter(names[0])
 	}
 	return c.All(names...)
+}
+
+// Costed reports whether any rule of a Gate made with NewRules has a cost
+// of its own: its requests then take Weighted permits (see Weighted).
+func (g *Gate) Costed() bool { return g.costed }
+
+// Weighted returns what a request of key takes permits from on a Gate
+// made with NewRules when rule i takes weights[i] permits (0: its limiter
+// is not touched): c.All(names...).Weighted(weights...), to be decided
+// for 1 permit (DecideN). free is true, and the Target nil, when every
+// weight is 0 or less: the request takes nothing. A negative weight
+// counts as 0.
+func (g *Gate) Weighted(c *ratelimiter.Client, names []string, weights []int64) (t Target, free bool) {
+	w := make([]int64, len(weights))
+	free = true
+	for i, x := range weights {
+		w[i] = max(x, 0)
+		free = free && w[i] == 0
+	}
+	if free {
+		return nil, true
+	}
+	return c.All(names...).Weighted(w...), false
 }
 
 // Rule returns the name of rule i of a Gate made with NewRules, and ""

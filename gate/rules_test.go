@@ -24,7 +24,7 @@ var (
 // CheckRules refuses every kind of bad set, each with an error matching
 // ErrInvalidArgument and naming what is wrong.
 func TestCheckRules(t *testing.T) {
-	ok := []gate.Rule{{"sec", perSec}, {"hour", perHour}}
+	ok := []gate.Rule{{Name: "sec", Config: perSec}, {Name: "hour", Config: perHour}}
 	require.NoError(t, gate.CheckRules(ok, 2))
 	tooMany := make([]gate.Rule, ratelimiter.MaxParts+1)
 	for i := range tooMany {
@@ -37,11 +37,11 @@ func TestCheckRules(t *testing.T) {
 	}{
 		"none":        {nil, 1, "0 rules"},
 		"too many":    {tooMany, 1, "17 rules"},
-		"twice":       {[]gate.Rule{{"sec", perSec}, {"sec", perHour}}, 1, `"sec" given twice`},
-		"brace":       {[]gate.Rule{{"a{b}", perSec}}, 1, `rule name "a{b}"`},
-		"empty name":  {[]gate.Rule{{"", perSec}}, 1, `rule name ""`},
-		"long name":   {[]gate.Rule{{strings.Repeat("x", gate.MaxRuleLen+1), perSec}}, 1, "rule name"},
-		"zero config": {[]gate.Rule{{"sec", ratelimiter.Config{}}}, 1, `rule "sec": config`},
+		"twice":       {[]gate.Rule{{Name: "sec", Config: perSec}, {Name: "sec", Config: perHour}}, 1, `"sec" given twice`},
+		"brace":       {[]gate.Rule{{Name: "a{b}", Config: perSec}}, 1, `rule name "a{b}"`},
+		"empty name":  {[]gate.Rule{{Name: "", Config: perSec}}, 1, `rule name ""`},
+		"long name":   {[]gate.Rule{{Name: strings.Repeat("x", gate.MaxRuleLen+1), Config: perSec}}, 1, "rule name"},
+		"zero config": {[]gate.Rule{{Name: "sec", Config: ratelimiter.Config{}}}, 1, `rule "sec": config`},
 		"permits":     {ok, 3, `rule "sec": permits per request 3 above its rate 2`},
 	} {
 		err := gate.CheckRules(c.rules, c.permits)
@@ -53,7 +53,7 @@ func TestCheckRules(t *testing.T) {
 // Names: one name per rule, all with one hash tag; a key that is not a
 // safe name (braces, too long) is hashed inside the tag.
 func TestRuleNames(t *testing.T) {
-	g := gate.NewRules([]gate.Rule{{"sec", perSec}, {"hour", perHour}}, 1)
+	g := gate.NewRules([]gate.Rule{{Name: "sec", Config: perSec}, {Name: "hour", Config: perHour}}, 1)
 	assert.Equal(t, []string{"p:{ip:1.2.3.4}:sec", "p:{ip:1.2.3.4}:hour"}, g.Names("p:", "ip:1.2.3.4"))
 	for _, key := range []string{"a{b}", "}{", "{x}", strings.Repeat("k", gate.MaxKeyLen+1)} {
 		names := g.Names("p:", key)
@@ -75,7 +75,7 @@ func TestRuleNames(t *testing.T) {
 func TestDecideRules(t *testing.T) {
 	ctx := context.Background()
 	c := ratelimiter.NewClient(redistest.Client(t, redisAddr))
-	g := gate.NewRules([]gate.Rule{{"sec", perSec}, {"hour", perHour}}, 1)
+	g := gate.NewRules([]gate.Rule{{Name: "sec", Config: perSec}, {Name: "hour", Config: perHour}}, 1)
 	names := g.Names(redistest.Name(t)+":", "k")
 	for i := 0; i < 2; i++ {
 		o, err := g.Decide(ctx, g.Target(c, names), 0, false)
@@ -113,7 +113,7 @@ func TestDecideRules(t *testing.T) {
 func TestDecideRulesExceedRate(t *testing.T) {
 	ctx := context.Background()
 	c := ratelimiter.NewClient(redistest.Client(t, redisAddr))
-	g := gate.NewRules([]gate.Rule{{"sec", perSec}, {"hour", perHour}}, 2)
+	g := gate.NewRules([]gate.Rule{{Name: "sec", Config: perSec}, {Name: "hour", Config: perHour}}, 2)
 	names := g.Names(redistest.Name(t)+":", "k")
 	require.NoError(t, c.Limiter(names[1]).SetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour}))
 	o, err := g.Decide(ctx, g.Target(c, names), 0, false)
@@ -135,8 +135,8 @@ func TestDecideRulesWaits(t *testing.T) {
 	ctx := context.Background()
 	c := ratelimiter.NewClient(redistest.Client(t, redisAddr))
 	g := gate.NewRules([]gate.Rule{
-		{"hour", perHour},
-		{"fast", ratelimiter.Config{Rate: 1, Interval: 200 * time.Millisecond}},
+		{Name: "hour", Config: perHour},
+		{Name: "fast", Config: ratelimiter.Config{Rate: 1, Interval: 200 * time.Millisecond}},
 	}, 1)
 	names := g.Names(redistest.Name(t)+":", "k")
 	_, err := g.Decide(ctx, g.Target(c, names), 0, false)
@@ -147,4 +147,24 @@ func TestDecideRulesWaits(t *testing.T) {
 	assert.False(t, o.Exact)
 	assert.Equal(t, 1, o.Result.Part)
 	assert.Equal(t, int64(1), o.Result.Limit)
+}
+
+// A Costed rule is not held to the permits per request; Weighted makes
+// the weighted composite of a request, or reports it free when every
+// weight is 0 or less.
+func TestCostedRules(t *testing.T) {
+	rules := []gate.Rule{{Name: "req", Config: perSec}, {Name: "tok", Config: perHour, Costed: true}}
+	require.NoError(t, gate.CheckRules(rules, 2), "the costed rule's rate 3 is not checked against 2 per request")
+	require.Error(t, gate.CheckRules(rules, 4), "the other rule's is")
+	g := gate.NewRules(rules, 1)
+	require.True(t, g.Costed())
+	require.False(t, gate.NewRules(rules[:1], 1).Costed())
+	c := ratelimiter.NewClient(redistest.Client(t, redisAddr))
+	names := g.Names("p:", "k")
+	tg, free := g.Weighted(c, names, []int64{0, -3})
+	require.True(t, free)
+	require.Nil(t, tg)
+	tg, free = g.Weighted(c, names, []int64{1, -3})
+	require.False(t, free)
+	require.Equal(t, []int64{1, 0}, tg.(*ratelimiter.Composite).Weights())
 }

@@ -1,6 +1,9 @@
 package grpclimit
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/gate"
 )
@@ -16,8 +19,22 @@ type Rule struct {
 	// Config configures the rule's limiter of each key on first use
 	// (TrySetRate: a limiter that exists keeps its configuration). It must
 	// be valid (Config.Validate), with a rate of at least the permits each
-	// call takes.
+	// call takes (for a rule without Cost).
 	Config ratelimiter.Config
+	// Cost, when not nil, is the permits a call takes from this rule's
+	// limiter, in place of WithPermits' that the rules without Cost take:
+	// "1 call and 750 tokens" is a rule of calls without Cost and a rule
+	// of tokens whose Cost reads the tokens from the request. msg is the
+	// unary call's request, the received message with WithPerMessage, and
+	// nil when a stream opens or for Limit. A cost below 1 leaves the
+	// rule's limiter untouched for that call; a call that takes nothing
+	// from any rule is served without a decision (free). A cost above the
+	// rule's rate is refused and reported to the error hook
+	// (ErrPermitsExceedRate). The call still takes from every rule at
+	// once or from none, in one script call
+	// (ratelimiter.Composite.Weighted). Give back what a call did not use
+	// with Interceptor.Release.
+	Cost func(ctx context.Context, fullMethod string, msg any) int64
 }
 
 // WithRules makes every call take its permits from several limiters of
@@ -36,7 +53,8 @@ type Rule struct {
 //
 // The Decision and a refusal's details describe the rule that binds
 // (ratelimiter.Result.Part): on a grant the one with the fewest permits
-// left, on a refusal the one that must wait longest. RetryInfo carries
+// left (with a Rule.Cost, the one that could grant the fewest more such
+// calls), on a refusal the one that must wait longest. RetryInfo carries
 // the time until every rule can grant, QuotaFailure the binding rule's
 // limiter and rate.
 func WithRules(rules ...Rule) Option {
@@ -45,8 +63,10 @@ func WithRules(rules ...Rule) Option {
 			l.fail("WithRules given twice")
 		}
 		l.rules = make([]gate.Rule, len(rules))
+		l.ruleCosts = make([]func(context.Context, string, any) int64, len(rules))
 		for i, r := range rules {
-			l.rules[i] = gate.Rule{Name: r.Name, Config: r.Config}
+			l.rules[i] = gate.Rule{Name: r.Name, Config: r.Config, Costed: r.Cost != nil}
+			l.ruleCosts[i] = r.Cost
 		}
 	}
 }
@@ -71,3 +91,33 @@ func (l *Interceptor) checkRules(cfg ratelimiter.Config) {
 // SHA-256 of key + "}:" + rule name, for a key that Name would hash);
 // otherwise just Name(key).
 func (l *Interceptor) Names(key string) []string { return l.gate.Names(l.prefix, key) }
+
+// weights returns the permits a call takes from each rule: the rule's
+// Cost, or the permits per call for a rule without one.
+func (l *Interceptor) weights(ctx context.Context, method string, msg any) []int64 {
+	w := make([]int64, len(l.ruleCosts))
+	for i, cost := range l.ruleCosts {
+		if cost != nil {
+			w[i] = cost(ctx, method, msg)
+		} else {
+			w[i] = l.permits
+		}
+	}
+	return w
+}
+
+// Release gives back to the limiters of key, at once, permits a call
+// took but did not use: weights[i] to rule i (0: that rule's limiter is
+// not touched), as ratelimiter.Composite.Release gives back, from the
+// newest records in each window, never past a rate; permits whose
+// records already left their window are not given back (they came back
+// when the window moved). Call it once the handler knows what the call
+// used, with the key from FromContext. It fails with an error matching
+// ErrInvalidOption without WithRules, and otherwise with the errors of
+// Composite.Weighted and Composite.Release.
+func (l *Interceptor) Release(ctx context.Context, key string, weights ...int64) error {
+	if l.rules == nil {
+		return fmt.Errorf("%w: Release needs WithRules", ErrInvalidOption)
+	}
+	return l.client.All(l.Names(key)...).Weighted(weights...).Release(ctx, 1)
+}

@@ -60,7 +60,8 @@ type Interceptor struct {
 	key        KeyFunc
 	prefix     string
 	permits    int64
-	rules      []gate.Rule // WithRules; nil without
+	rules      []gate.Rule                                // WithRules; nil without
+	ruleCosts  []func(context.Context, string, any) int64 // Rule.Cost of each rule
 	wait       time.Duration
 	failure    FailureMode
 	onError    func(context.Context, string, error)
@@ -129,7 +130,7 @@ func (l *Interceptor) Name(key string) string { return l.Names(key)[0] }
 // before the handler runs, or fails, waits or is served as configured.
 func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, err := l.admit(ctx, info.FullMethod)
+		ctx, err := l.admit(ctx, info.FullMethod, req)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +149,7 @@ func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // the handler (FromContext finds none).
 func (l *Interceptor) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	_, err := l.admit(ctx, method)
+	_, err := l.admit(ctx, method, nil)
 	return err
 }
 
@@ -159,7 +160,7 @@ func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if l.perMessage {
 			return handler(srv, &metered{ServerStream: ss, l: l, method: info.FullMethod})
 		}
-		ctx, err := l.admit(ss.Context(), info.FullMethod)
+		ctx, err := l.admit(ss.Context(), info.FullMethod, nil)
 		if err != nil {
 			return err
 		}
@@ -182,7 +183,7 @@ func (s *metered) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	_, err := s.l.admit(s.Context(), s.method)
+	_, err := s.l.admit(s.Context(), s.method, m)
 	return err
 }
 
@@ -195,9 +196,9 @@ type stream struct {
 // Context returns the stream's context with the Decision.
 func (s *stream) Context() context.Context { return s.ctx }
 
-// admit decides a call. It returns the context for the handler, or the
-// error to fail the call with.
-func (l *Interceptor) admit(ctx context.Context, method string) (context.Context, error) {
+// admit decides a call; msg is what Rule.Cost reads. It returns the
+// context for the handler, or the error to fail the call with.
+func (l *Interceptor) admit(ctx context.Context, method string, msg any) (context.Context, error) {
 	key := l.key(ctx, method)
 	if key == "" {
 		l.report(ctx, method, ErrNoKey)
@@ -207,8 +208,17 @@ func (l *Interceptor) admit(ctx context.Context, method string) (context.Context
 		return nil, status.Error(codes.InvalidArgument, "no rate limit key for the call")
 	}
 	names := l.Names(key)
+	t, n := l.gate.Target(l.client, names), l.permits
+	if l.gate.Costed() {
+		// Each rule its own permits (Rule.Cost), in one call of 1.
+		var free bool
+		if t, free = l.gate.Weighted(l.client, names, l.weights(ctx, method, msg)); free {
+			return ctx, nil
+		}
+		n = 1
+	}
 	d := Decision{FullMethod: method, Key: key, Name: names[0], Shadow: l.shadow}
-	o, err := l.gate.Decide(ctx, l.gate.Target(l.client, names), l.wait, l.shadow)
+	o, err := l.gate.DecideN(ctx, t, n, l.wait, l.shadow)
 	d.Waited = o.Waited
 	if p := o.Result.Part; p > 0 && p < len(names) {
 		d.Name = names[p]

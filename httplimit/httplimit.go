@@ -147,7 +147,8 @@ type Middleware struct {
 	refuse     http.Handler
 	policy     string
 	policySet  bool
-	rules      []gate.Rule // WithRules; nil without
+	rules      []gate.Rule                 // WithRules; nil without
+	ruleCosts  []func(*http.Request) int64 // Rule.Cost of each rule; nil entries for none
 	// rulePolicies are the rules' RateLimit-Policy items as configured,
 	// made once in New.
 	rulePolicies []string
@@ -274,15 +275,25 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	n := l.permits
 	if l.cost != nil {
-		if n = l.cost(r); n < 1 {
+		if n = l.cost(r); n < 1 && !l.gate.Costed() {
 			next.ServeHTTP(w, r) // free: no decision
 			return
 		}
 	}
 	g, prefix, tier := l.gateFor(r)
 	names := g.Names(prefix, key)
+	t := g.Target(l.client, names)
+	if g.Costed() {
+		// Each rule its own permits (Rule.Cost), in one call of 1.
+		var free bool
+		if t, free = g.Weighted(l.client, names, l.weights(r, n)); free {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n = 1
+	}
 	d := Decision{Key: key, Name: names[0], Tier: tier, Shadow: l.shadow}
-	o, err := g.DecideN(r.Context(), g.Target(l.client, names), n, l.wait, l.shadow)
+	o, err := g.DecideN(r.Context(), t, n, l.wait, l.shadow)
 	d.Waited = o.Waited
 	if p := o.Result.Part; p > 0 && p < len(names) {
 		d.Name = names[p]

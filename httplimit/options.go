@@ -170,7 +170,10 @@ func WithLegacyHeaders() Option { return func(l *Middleware) { l.legacy = true }
 // serves the request without a decision (free). A cost above the rate is
 // refused, as WithPermits above the rate is, and reported to the error
 // hook (ErrPermitsExceedRate). With WithCost the RateLimit fields count
-// permits, not requests. It cannot be combined with WithPermits other
+// permits, not requests. With WithRules of which a Rule has its own
+// Cost, cost(r) is what the rules without Cost take, and a cost below 1
+// leaves those rules alone (the request is free only when every rule's
+// permits are below 1). It cannot be combined with WithPermits other
 // than 1; a nil cost is an error (ErrInvalidOption).
 func WithCost(cost func(r *http.Request) int64) Option {
 	return func(l *Middleware) {

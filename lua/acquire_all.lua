@@ -6,10 +6,14 @@
 -- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()); the
 -- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
--- four bytes, which this script appends: the sum of the permits granted);
--- the reply form; then the permits of each request. Every part gets one
--- record holding the sum granted, under the same member: each part stays
--- an ordinary Redisson limiter (docs/protocol.md, "Combined records").
+-- four bytes); the reply form; then the weight of each part (k integers,
+-- each >= 1); then the permits of each request. A request of n permits
+-- takes n x weight from each part. Every part gets one record holding
+-- the sum granted times its weight, under the same member but for the
+-- last four bytes (which this script writes): each part stays an ordinary
+-- Redisson limiter (docs/protocol.md, "Combined records"). Go keeps every
+-- record's count within 2^32-1: the sum of a call's permits times the
+-- largest weight (checkPermits, and Client.take in lane.go).
 --
 -- Reply form '0' (exactly one request): one integer, the fewest permits
 -- left among the parts (>= 0) on a grant, -1 when the record collided
@@ -18,8 +22,12 @@
 -- Reply form '1': -1 on a collision, otherwise a table
 -- {k, parts, binds, then per request: granted (1 or 0), fewest permits
 -- left among the parts after it, hint}, where parts is {rate, interval,
--- reset} of each part and binds names for each request the part that binds
--- it (1-based): on a grant, the one with the fewest permits left; on a
+-- reset} of each part followed, request after request, by {permits left,
+-- hint} of each part (hint 0 when the part had the request's permits x
+-- its weight, else the part's own hint for them), and binds names for
+-- each request the part that binds it (1-based): on a grant, the one that
+-- could grant the fewest more such requests (floor(left / weight); with
+-- equal weights, the one with the fewest permits left); on a
 -- refusal, the one that must wait longest; for a request over a part's
 -- rate, that part (refused with hint 0, nothing changed). The granted flags
 -- sit where acquire.lua's do (every third entry from the fourth), so that
@@ -69,8 +77,13 @@ if stamp == '' then
 end
 local now = stamp + 0
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
+local w = {}
+for p = 1, k do
+  w[p] = tonumber(ARGV[3 + p])
+end
+local first = 4 + k -- the first request's permits
 local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
-local value, changed, nold, minRate = {}, {}, {}, MAX
+local value, changed, nold = {}, {}, {}
 local lost = {} -- per part: permits whose records are gone (acquire.lua)
 
 -- Read and settle every part (acquire.lua's first block, per part).
@@ -96,11 +109,10 @@ for p = 1, k do
   if not (r and iv and kp and v) or r < 1 or iv < 1 or r > MAX or iv > MAXMS or kp > MAXMS or v > MAX or v < -MAX then
     fail('RLSTATE', p, 'a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
   end
-  if single and tonumber(ARGV[4]) > r then
+  if single and tonumber(ARGV[first]) * w[p] > r then
     fail('RLEXCEED', p, 'Requested permits amount cannot exceed defined rate')
   end
   rate[p], interval[p], keep[p] = r, iv, kp
-  minRate = math.min(minRate, r)
   local cutoff = now - iv
   local old = redis.call('ZRANGEBYSCORE', pkey[p], '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
   local released = sum(old, p)
@@ -166,42 +178,43 @@ local function hint(p, need)
   return h
 end
 
-local total, stop, out, binds = 0, false, {}, {}
+local total, stop, out, binds, each = 0, false, {}, {}, {}
 local granted, left, h = false, 0, 0
-for i = 4, #ARGV do
+for i = first, #ARGV do
   local n = tonumber(ARGV[i])
   local bind = 0
+  local ph = {} -- each part's hint (0: it has its permits)
   granted, h = false, 0
-  if n > minRate then
-    for p = k, 1, -1 do
-      if n > rate[p] then
-        bind = p
-      end
+  for p = k, 1, -1 do
+    ph[p] = 0
+    if n * w[p] > rate[p] then
+      bind = p
     end
-  else
+  end
+  if bind == 0 then
     local short = false
     for p = 1, k do
-      if value[p] < n and total == 0 and not lost[p] and not record(p, 1)[1] then
+      if value[p] < n * w[p] and total == 0 and not lost[p] and not record(p, 1)[1] then
         -- Nothing outstanding in this part, yet its value says permits are
         -- out: its records are gone. A record stamped now holds them (as
         -- acquire.lua), so that they come back an interval from now.
         lost[p] = math.min(rate[p] - math.max(value[p], 0), 4294967295)
         value[p], changed[p] = rate[p] - lost[p], true
       end
-      short = short or value[p] < n
+      short = short or value[p] < n * w[p]
     end
     if not short and not stop then
       granted, total = true, total + n
       for p = 1, k do
-        value[p] = value[p] - n
+        value[p] = value[p] - n * w[p]
       end
     else
       h = 2
       for p = 1, k do
-        if value[p] < n then
-          local hp = hint(p, n - value[p])
-          if hp > h or bind == 0 then
-            h, bind = math.max(h, hp), p
+        if value[p] < n * w[p] then
+          ph[p] = hint(p, n * w[p] - value[p])
+          if ph[p] > h or bind == 0 then
+            h, bind = math.max(h, ph[p]), p
           end
         end
       end
@@ -213,24 +226,32 @@ for i = 4, #ARGV do
     left = math.min(left, value[p])
   end
   if bind == 0 then
+    local fewest
     for p = 1, k do
-      if value[p] == left then
-        bind = p
-        break
+      local more = math.floor(value[p] / w[p])
+      if not fewest or more < fewest then
+        fewest, bind = more, p
       end
     end
   end
   if not single then
     out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or 0, left, h
     binds[#binds + 1] = bind
+    for p = 1, k do
+      each[#each + 1], each[#each + 2] = value[p], ph[p]
+    end
   end
 end
 
 -- Collisions are checked in every part before the first write: a
 -- collision leaves everything as it was.
-local member = ARGV[2]
-if not single then
-  member = member .. struct.pack('<I', total)
+local prefix = ARGV[2]
+if single then
+  prefix = string.sub(prefix, 1, -5)
+end
+local members = {}
+for p = 1, k do
+  members[p] = prefix .. struct.pack('<I', total * w[p])
 end
 -- Each part's stamp: mirrors acquire.lua's rule for the client's clock.
 local stamps = {}
@@ -245,25 +266,21 @@ for p = 1, k do
 end
 if total > 0 then
   for p = 2, k do
-    if redis.call('ZSCORE', pkey[p], member) then
+    if redis.call('ZSCORE', pkey[p], members[p]) then
       return -1
     end
   end
-  if redis.call('ZADD', pkey[1], 'NX', stamps[1], member) == 0 then
+  if redis.call('ZADD', pkey[1], 'NX', stamps[1], members[1]) == 0 then
     return -1
   end
   for p = 2, k do
-    redis.call('ZADD', pkey[p], stamps[p], member)
+    redis.call('ZADD', pkey[p], stamps[p], members[p])
   end
 end
 for p = 1, k do
   if lost[p] and lost[p] > 0 then
     -- acquire.lua's record of the lost permits.
-    local pre = ARGV[2]
-    if single then
-      pre = string.sub(pre, 1, -5)
-    end
-    pre = string.sub(pre, 1, -2) .. string.char((string.byte(pre, -1) + 128) % 256)
+    local pre = string.sub(prefix, 1, -2) .. string.char((string.byte(prefix, -1) + 128) % 256)
     redis.call('ZADD', pkey[p], stamps[p], pre .. struct.pack('<I', lost[p]))
   end
   if nold[p] > 0 then
@@ -272,7 +289,7 @@ for p = 1, k do
   if changed[p] then
     redis.call('SET', vkey[p], value[p])
   elseif total > 0 then
-    redis.call('DECRBY', vkey[p], total)
+    redis.call('DECRBY', vkey[p], total * w[p])
   end
   if keep[p] > 0 then
     redis.call('PEXPIRE', KEYS[(p - 1) * 5 + 1], keep[p])
@@ -302,5 +319,8 @@ for p = 1, k do
     reset = interval[p]
   end
   parts[#parts + 1], parts[#parts + 2], parts[#parts + 3] = rate[p], interval[p], reset
+end
+for i = 1, #each do
+  parts[#parts + 1] = each[i]
 end
 return {k, parts, binds, unpack(out)}

@@ -63,10 +63,12 @@ local function clock(arg)
   return stamp + 0, stamp
 end
 
--- Returns rate, interval, keepAlive, value key, permits key.
+-- Returns rate, interval, keepAlive, value key, permits key of the
+-- limiter whose keys are KEYS[b + 1] to KEYS[b + 5] (b: 0 when absent).
 -- acquire.lua mirrors this block.
-local function limiter()
-  local c = read('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
+local function limiter(b)
+  b = b or 0
+  local c = read('HMGET', KEYS[b + 1], 'rate', 'interval', 'type', 'keepAliveTime')
   if not c[1] or not c[2] or not c[3] then
     fail('RLNOTINIT', 'RateLimiter is not initialized')
   end
@@ -78,9 +80,9 @@ local function limiter()
     fail('RLSTATE', 'interval or keepAliveTime beyond ' .. MAXMS .. ' ms, the longest time.Duration')
   end
   if c[3] == '0' then
-    return rate, interval, keep, KEYS[2], KEYS[4]
+    return rate, interval, keep, KEYS[b + 2], KEYS[b + 4]
   elseif c[3] == '1' then
-    return rate, interval, keep, KEYS[3], KEYS[5]
+    return rate, interval, keep, KEYS[b + 3], KEYS[b + 5]
   end
   fail('RLSTATE', 'unknown type ' .. c[3])
 end
@@ -140,16 +142,17 @@ local function settle(valueKey, permitsKey, now, interval, rate)
 end
 
 -- With keep-alive every use extends all keys; without it the state keys
--- follow whatever TTL the config hash has, so they never outlive it.
--- acquire.lua mirrors this block.
-local function refresh(valueKey, permitsKey, keep)
+-- follow whatever TTL the config hash (configKey, KEYS[1] when absent)
+-- has, so they never outlive it. acquire.lua mirrors this block.
+local function refresh(valueKey, permitsKey, keep, configKey)
+  configKey = configKey or KEYS[1]
   if keep > 0 then
-    redis.call('PEXPIRE', KEYS[1], keep)
+    redis.call('PEXPIRE', configKey, keep)
     redis.call('PEXPIRE', valueKey, keep)
     redis.call('PEXPIRE', permitsKey, keep)
     return
   end
-  local ttl = redis.call('PTTL', KEYS[1])
+  local ttl = redis.call('PTTL', configKey)
   if ttl > 0 then
     redis.call('PEXPIRE', valueKey, ttl)
     redis.call('PEXPIRE', permitsKey, ttl)

@@ -1,40 +1,9 @@
--- release. ARGV: permits (> 0), now (ms, or '' for the server's clock). Gives permits back now, never
--- past the rate, and takes as many out of the newest permit records
--- (shrinking or removing them), so that they are not counted again when
--- those records expire: a release never raises the budget of a later
--- window. At most RELEASE_WALK records are changed, so a release may give
--- back less than asked when the newest records hold fewer permits.
--- Returns the permits given back.
-local RELEASE_WALK = 128
+-- release. ARGV: permits (> 0), now (ms, or '' for the server's clock).
+-- Gives the permits back (lib.lua, giveBack) and returns the permits given
+-- back.
 local now = clock(ARGV[2])
 local rate, interval, keep, valueKey, permitsKey = limiter()
 local value = settle(valueKey, permitsKey, now, interval, rate)
-local want = math.min(tonumber(ARGV[1]), rate - value)
-local given = 0
-if want > 0 then
-  local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
-    'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
-  for i = 1, #recs, 2 do
-    local m, score = recs[i], recs[i + 1]
-    local held = sum({m}) -- a record shorter than 4 bytes holds none
-    local take = math.min(held, want - given)
-    local rest = string.sub(m, 1, -5) .. struct.pack('<I', held - take)
-    if take < held and redis.call('ZSCORE', permitsKey, rest) then
-      -- The shrunk record would collide with another: leave this one.
-      take = 0
-    end
-    if take > 0 then
-      redis.call('ZREM', permitsKey, m)
-      if take < held then
-        redis.call('ZADD', permitsKey, score, rest)
-      end
-      given = given + take
-    end
-    if given == want then
-      break
-    end
-  end
-end
-redis.call('SET', valueKey, value + given)
+local given = giveBack(valueKey, permitsKey, now, interval, rate, value, tonumber(ARGV[1]))
 refresh(valueKey, permitsKey, keep)
 return given

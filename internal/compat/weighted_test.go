@@ -1,0 +1,225 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+)
+
+// weightedVersions are the versions the weighted composite tests run
+// against: 4.7.0 and 3.16.3 (the newest and the oldest member format), or
+// those of them that COMPAT_VERSIONS names.
+func weightedVersions() []string {
+	var out []string
+	for _, v := range []string{"4.7.0", "3.16.3"} {
+		if slices.Contains(Versions, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestWeightedCompositeWithJava: after a weighted composite call each
+// part stays a plain Redisson limiter that holds exactly its share.
+// Java configures both parts ("requests", 3 per hour, and "tokens", 1,000
+// per 1.5 s); Redisson's availablePermits and tryAcquire on each part
+// agree with the weights Go took, gave back and was refused; a part of
+// weight 0 is untouched; Redisson expires the weighted (and shrunk)
+// records as its own.
+func TestWeightedCompositeWithJava(t *testing.T) {
+	for _, v := range weightedVersions() {
+		t.Run(v, func(t *testing.T) {
+			ctx := ctxT(t, time.Minute)
+			j := javaSide{peerFor(t, v)}
+			req, tok := limName(t, "{llm}:requests"), limName(t, "{llm}:tokens")
+			const tokInterval = 1500 * time.Millisecond
+			check(t, errOnly(j.trySetRate(ctx, req, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 3, Interval: time.Hour})), "java trySetRate requests")
+			check(t, errOnly(j.trySetRate(ctx, tok, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 1000, Interval: tokInterval})), "java trySetRate tokens")
+			llm := newGoClient(t, v).All(req, tok)
+			avail := func(name string, want int64) {
+				t.Helper()
+				if got := must[int64](t, "java availablePermits")(j.available(ctx, name)); got != want {
+					t.Fatalf("Redisson %s availablePermits(%s) = %d, want %d", v, name, got, want)
+				}
+			}
+			javaTry := func(name string, n int64, want bool) {
+				t.Helper()
+				if got := must[bool](t, "java tryAcquire")(j.tryAcquire(ctx, name, n)); got != want {
+					t.Fatalf("Redisson %s tryAcquire(%s, %d) = %v, want %v", v, name, n, got, want)
+				}
+			}
+
+			if !must[bool](t, "weighted tryAcquire")(llm.Weighted(1, 750).TryAcquire(ctx, 1)) {
+				t.Fatal("Weighted(1, 750) refused on fresh limiters")
+			}
+			avail(req, 2) // Redisson reads each part's share
+			avail(tok, 250)
+			javaTry(tok, 200, true) // the composite sees Java's grant
+			res := must[ratelimiter.Result](t, "weighted allow")(llm.Weighted(1, 100).Allow(ctx, 1))
+			if res.Granted || res.Part != 1 || !res.Parts[1].Short || res.Parts[0].Short ||
+				res.Parts[1].Remaining != 50 || res.RetryAfter <= 0 || res.RetryAfter > tokInterval+3*time.Millisecond {
+				t.Fatalf("Weighted(1, 100).Allow = %+v; want refused by the tokens part, 50 left", res)
+			}
+			avail(req, 2) // the refusal took nothing from either part
+			avail(tok, 50)
+			javaTry(tok, 51, false)
+
+			// Give back 400 of the 750: Redisson sees them at once.
+			check(t, llm.Weighted(0, 400).Release(ctx, 1), "weighted release")
+			avail(req, 2)
+			avail(tok, 450)
+			javaTry(tok, 450, true)
+			javaTry(tok, 1, false)
+
+			// Weight 0: the requests part is not touched.
+			avail(req, 2)
+			javaTry(req, 2, true)
+			if must[bool](t, "weighted tryAcquire")(llm.Weighted(1, 0).TryAcquire(ctx, 1)) {
+				t.Fatal("Weighted(1, 0) granted with the requests spent")
+			}
+
+			// Redisson expires the composite's shrunk record with its own.
+			tk := newGoClient(t, v).Limiter(tok).Keys().Permits
+			newest := rdb(t).ZRangeWithScores(ctx, tk, -1, -1).Val()
+			if len(newest) != 1 {
+				t.Fatalf("tokens records %v", newest)
+			}
+			time.Sleep(time.Until(time.UnixMilli(int64(newest[0].Score)).Add(tokInterval + 5*time.Millisecond)))
+			avail(tok, 1000)
+			avail(req, 0)
+			if must[bool](t, "weighted tryAcquire")(llm.Weighted(0, 1000).TryAcquire(ctx, 1)) != true {
+				t.Fatal("Weighted(0, 1000) refused once the tokens' records expired")
+			}
+			avail(tok, 0)
+			javaTry(tok, 1, false)
+		})
+	}
+}
+
+// TestWeightedCompositeMixedLoad: TestCompositeMixedLoad with a weighted
+// composite: two parts under one hash tag, "requests" (100 per second)
+// and "tokens" (3,000 per 2 s), six Go goroutines taking Weighted(1, w)
+// with w drawn from 5 to 40 for every call, while one Go goroutine per
+// part and two Redisson threads per part take single permits, for 4 s
+// of tryAcquire, then 4 s of blocking acquire, 4.7.0 and 3.16.3. From
+// the exact scores of every permit record of each part: each part's
+// records hold exactly the permits granted on it (Java's, Go's single
+// ones, and the composite's share, 1 per call on requests and w on
+// tokens); no window of a part's interval (less stampTolerance) holds
+// more than its rate; at least 90% of each part's rate × duration is
+// granted; every side got permits.
+func TestWeightedCompositeMixedLoad(t *testing.T) {
+	for _, v := range weightedVersions() {
+		t.Run(v, func(t *testing.T) {
+			peers := []*Peer{peerFor(t, v), newPeer(t, v, "")}
+			for _, mode := range []string{"try", "acquire"} {
+				t.Run(mode, func(t *testing.T) { weightedLoad(t, v, peers, mode, 4*time.Second) })
+			}
+		})
+	}
+}
+
+// weightedLoad runs the load of TestWeightedCompositeMixedLoad.
+func weightedLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.Duration) {
+	ctx := ctxT(t, dur+2*time.Minute)
+	tag := fmt.Sprintf("{wmix-%d}", time.Now().UnixNano())
+	parts := []*loadPart{
+		{name: limName(t, tag+":requests"), cfg: ratelimiter.Config{Rate: 100, Interval: time.Second}},
+		{name: limName(t, tag+":tokens"), cfg: ratelimiter.Config{Rate: 3000, Interval: 2 * time.Second}},
+	}
+	setup := newGoClient(t, v)
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		rl := setup.Limiter(p.name)
+		if _, err := rl.TrySetRate(ctx, p.cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.permits, names[i] = rl.Keys().Permits, p.name
+	}
+	stopObserver := observeRecords(ctx, rdb(t), parts)
+
+	start := time.Now()
+	deadline := start.Add(dur)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.java, p.javaErr = javaLoad(ctx, peers[i], p.name, mode, dur)
+		}()
+	}
+	llm := newGoClient(t, v).All(names...)
+	single := newGoClient(t, v)
+	var mu sync.Mutex
+	share := make([]int, len(parts)) // the composite's permits on each part
+	var goErr error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if goErr == nil {
+			goErr = err
+		}
+	}
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), uint64(start.UnixNano())))
+			wctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
+			defer cancel()
+			for time.Now().Before(deadline) {
+				w := 5 + rng.Int64N(36)
+				view := llm.Weighted(1, w)
+				ok := true
+				var err error
+				if mode == "try" {
+					ok, err = view.TryAcquire(wctx, 1)
+				} else {
+					err = view.Acquire(wctx, 1)
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					share[0]++
+					share[1] += int(w)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := goLoad(ctx, deadline, takeWith(single.Limiter(p.name), mode))
+			mu.Lock()
+			p.gone = n
+			mu.Unlock()
+			if err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := stopObserver(); err != nil {
+		t.Fatalf("observer: %v", err)
+	}
+	if goErr != nil {
+		t.Fatalf("go worker: %v", goErr)
+	}
+	for i, p := range parts {
+		if p.javaErr != nil {
+			t.Fatalf("java load on %s: %v", p.name, p.javaErr)
+		}
+		checkPart(t, v, mode, p, share[i], start, dur)
+	}
+}
