@@ -6,7 +6,7 @@
 //	if err != nil { ... }
 //	client := ratelimiter.NewClient(rdb, ratelimiter.WithHooks(m.Hooks()))
 //
-// docs/operations.md ("Metrics") lists every metric with its unit, attributes and meaning.
+// docs/otel.md ("Metrics") lists every metric with its unit, attributes and meaning.
 // Attribute values are bounded: the limiter name can be mapped or left
 // out (WithLimiterName, WithoutLimiterName), and at most WithMaxLimiters
 // names are recorded.

@@ -44,7 +44,7 @@ type findResult struct {
 // cluster. Each SCAN batch's hashes are read (HMGET, one pipeline per
 // batch) as they come and only the limiters kept so far are held, so its
 // memory grows with maxLimiters and the SCAN COUNT, not with the keys
-// matched (docs/cli.md, "The exporter at scale").
+// matched (docs/prometheus.md, "The exporter at scale").
 func findLimiters(ctx context.Context, rdb redis.UniversalClient, lim findLimits) (findResult, error) {
 	var res findResult
 	var mu sync.Mutex

@@ -11,7 +11,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-// The exporter's metrics, from one collection. docs/cli.md ("The exporter")
+// The exporter's metrics, from one collection. docs/prometheus.md ("Metrics")
 // lists them.
 
 // collection is what one pass over Redis found.

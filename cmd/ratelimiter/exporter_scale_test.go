@@ -18,7 +18,7 @@ import (
 
 // TestExporterAtScale runs the exporter with its default flags against a
 // server of its own holding EXPORTER_SCALE limiters (default 100,000;
-// docs/cli.md's table has 1,000,000), each a config hash and a value key
+// docs/prometheus.md's table has 1,000,000), each a config hash and a value key
 // as Redisson leaves them. The exporter keeps the first 1,000 by name and
 // says it truncated; a collection (one per scrape) must take less than
 // 5 s, half the default --collect-timeout, and the process's peak
@@ -83,7 +83,7 @@ func TestExporterAtScale(t *testing.T) {
 }
 
 // exporterBudgetMB bounds the exporter's peak resident memory with the
-// default flags, whatever the number of limiters in Redis (docs/cli.md,
+// default flags, whatever the number of limiters in Redis (docs/prometheus.md,
 // "The exporter at scale", has the figures); before each SCAN batch was
 // read as it came, memory grew with the keys matched.
 const exporterBudgetMB = 50
