@@ -60,8 +60,9 @@ const (
 	// evenBand: no step while the others hold this close to half.
 	evenBand = 0.05
 
-	// foreignFor is how many intervals a limiter counts as shared with
-	// other writers after a census last saw one of their records.
+	// foreignFor is how many intervals, and at least probeEvery, a
+	// limiter counts as shared with other writers after a census last saw
+	// one of their records (foreignHold).
 	foreignFor = 3
 	// censusRecords bounds a census: the newest records of the window.
 	censusRecords = 256
@@ -114,7 +115,7 @@ const maxForeignWaiters = 1 << 16
 type fleet struct {
 	interval     time.Duration
 	censusAt     time.Time     // last census started
-	foreignUntil time.Time     // foreignFor intervals after the last foreign record seen
+	foreignUntil time.Time     // foreignHold after the last foreign record seen
 	spread       time.Duration // bound of own wakes' delays while shared
 	refusedAt    time.Time     // a blocked caller was last refused
 	// With WithForeignWaiters only: this Client's blocking calls on the
@@ -197,6 +198,16 @@ func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 		f.interval = interval
 	}
 	return f
+}
+
+// foreignHold is how long a limiter counts as shared after a census last
+// saw another writer's record: foreignFor intervals, and at least
+// probeEvery. Others that a slow moment starved (a loaded JVM misses a few
+// intervals) must not lose the fair wakes before a probe window can show
+// them again: while shared and starved, each census raises the spread
+// until their retries win again.
+func foreignHold(interval time.Duration) time.Duration {
+	return max(foreignFor*interval, probeEvery)
 }
 
 // sweepFleets forgets fleets that have shown nothing for foreignFor
@@ -394,7 +405,7 @@ func (f *fleet) step(now time.Time, ours, others float64) {
 		}
 		return
 	}
-	f.foreignUntil = now.Add(foreignFor * f.interval)
+	f.foreignUntil = now.Add(foreignHold(f.interval))
 	share := others / (ours + others)
 	if math.Abs(share-0.5) > evenBand {
 		next := time.Duration(float64(f.spread) * math.Exp(spreadGain*(0.5-share)))
