@@ -208,12 +208,12 @@ func parseEntry(n *yaml.Node) (limitEntry, error) {
 	switch {
 	case rate == nil:
 		return e, lineError(n, "%s: rate is required", e.source())
-	case rate.Kind != yaml.ScalarNode || rate.Tag != "!!int":
+	case rate.Kind != yaml.ScalarNode || (rate.Tag != "!!int" && !digits(rate.Value)):
 		return e, lineError(rate, "rate must be a whole number, not %s", strconv.Quote(rate.Value))
 	}
 	r, err := strconv.ParseInt(rate.Value, 10, 64)
 	if err != nil {
-		return e, lineError(rate, "rate %s is not a decimal integer in range", rate.Value)
+		return e, lineError(rate, "rate %s is not a decimal integer in [1, %d]", rate.Value, int64(1<<53-1))
 	}
 	if r < 1 {
 		return e, lineError(rate, "rate must be at least 1, got %d", r)
@@ -271,4 +271,11 @@ func duration(v *yaml.Node, field string) (time.Duration, error) {
 		return 0, lineError(v, "%s must not be negative, got %s", field, v.Value)
 	}
 	return d, nil
+}
+
+// digits reports whether s is decimal digits after an optional sign: a
+// whole number, however large, that YAML may not tag !!int.
+func digits(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
