@@ -94,9 +94,9 @@ type planItem struct {
 	Action  string        `json:"action"`
 	Changes []fieldChange `json:"changes,omitempty"`
 	// Config is what the file asks for.
-	Config configJSON `json:"config"`
+	Config limitJSON `json:"config"`
 	// Current is what Redis holds, when readable.
-	Current *configJSON `json:"current,omitempty"`
+	Current *limitJSON `json:"current,omitempty"`
 	// Problem says why the limiter is left alone (action problem, or a
 	// failed apply).
 	Problem string `json:"problem,omitempty"`
@@ -104,6 +104,18 @@ type planItem struct {
 	Result string `json:"result,omitempty"`
 
 	want ratelimiter.Config
+}
+
+// limitJSON is a configuration in plan's JSON: keep_alive_ms 0 is none.
+type limitJSON struct {
+	Mode        string `json:"mode"`
+	Rate        int64  `json:"rate"`
+	IntervalMS  int64  `json:"interval_ms"`
+	KeepAliveMS int64  `json:"keep_alive_ms"`
+}
+
+func limitOf(cfg ratelimiter.Config) limitJSON {
+	return limitJSON{Mode: cfg.Mode.String(), Rate: cfg.Rate, IntervalMS: cfg.Interval.Milliseconds(), KeepAliveMS: cfg.KeepAlive.Milliseconds()}
 }
 
 // patternReport is what one match pattern covered.
@@ -193,7 +205,7 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 	var order []string
 	for _, e := range f.limits.entries {
 		if e.name != "" {
-			wanted[e.name] = &planItem{Name: e.name, Source: e.source(), Line: e.line, want: e.cfg, Config: cfgJSON(e.name, e.cfg)}
+			wanted[e.name] = &planItem{Name: e.name, Source: e.source(), Line: e.line, want: e.cfg, Config: limitOf(e.cfg)}
 			order = append(order, e.name)
 		}
 	}
@@ -279,7 +291,7 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 				}
 				break
 			}
-			cur := cfgJSON(name, cfg)
+			cur := limitOf(cfg)
 			it.Current = &cur
 			it.Changes = diffConfig(cfg, it.want)
 			it.Action = "unchanged"
@@ -333,7 +345,7 @@ func fromPatterns(name string, by []limitEntry) (*planItem, error) {
 				shown(name), e.match, e.line, o.match, o.line)
 		}
 	}
-	return &planItem{Name: name, Source: e.source(), Line: e.line, want: e.cfg, Config: cfgJSON(name, e.cfg)}, nil
+	return &planItem{Name: name, Source: e.source(), Line: e.line, want: e.cfg, Config: limitOf(e.cfg)}, nil
 }
 
 // field returns a hash field as HMGET would: the string, or nil when absent.
