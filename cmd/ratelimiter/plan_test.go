@@ -209,6 +209,12 @@ func TestApplyKeepsState(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"{" + pc + "}:value:w1"}, clients, "no value key of apply's own client id")
 
+	// With --client-id, apply recounts that client's budget at once.
+	ok(t, cli(t, "--client-id", "w1", "apply", "-f", limitsFile(t, "limits:\n  - name: "+pc+"\n    rate: 4\n    interval: 1h\n    mode: per_client\n")))
+	v, err := rdb.Get(ctx, "{"+pc+"}:value:w1").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "1", v, "4 - the 3 w1 took")
+
 	// Raised, the window still holds the 4.
 	ok(t, cli(t, "apply", "-f", limitsFile(t, "limits:\n  - name: "+name+"\n    rate: 20\n    interval: 1h\n")))
 	assert.Equal(t, "16\n", ok(t, cli(t, "available", name)).stdout)
