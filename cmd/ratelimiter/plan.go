@@ -260,9 +260,9 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 			if !isWrongType(err) && !anyConfigField(h) {
 				continue
 			}
-			it, err = fromPatterns(name, matchedBy[name])
-			if err != nil {
-				return nil, err
+			var perr error
+			if it, perr = fromPatterns(name, matchedBy[name]); perr != nil {
+				return nil, perr
 			}
 			for j, pr := range p.Patterns {
 				for _, e := range matchedBy[name] {
