@@ -61,6 +61,9 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	libraryCalls(t, as, name+"-pc", ratelimiter.PerClient)
 
 	env := []string{fmt.Sprintf("REDIS_URL=redis://%s:pw@%s/0", user, redisAddr)}
+	limits := limitsFile(t, "limits:\n  - name: "+name+"\n    rate: 6\n    interval: 1m\n"+
+		"  - name: "+name+"-plan\n    rate: 5\n    interval: 1m\n"+
+		"  - match: "+name+"-p*\n    rate: 5\n    interval: 1m\n    mode: per_client\n")
 	for _, c := range [][]string{
 		{"try-set-rate", name, "--rate", "5", "--interval", "1m"},
 		{"set-rate", name, "--rate", "5", "--interval", "1m", "--keep-state"},
@@ -71,6 +74,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 		{"ttl", name}, {"persist", name}, {"exists", name}, {"inspect", name}, {"watch", name, "--count", "1"},
 		{"--client-id", "c1", "set-rate", name + "-pc", "--rate", "5", "--interval", "1m", "--mode", "per-client"},
 		{"--client-id", "c1", "acquire", name + "-pc"}, {"inspect", name + "-pc"},
+		{"apply", "-f", limits}, {"plan", "-f", limits},
 		{"delete", name},
 	} {
 		r := cliEnv(t, env, c...)

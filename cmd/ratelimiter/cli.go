@@ -127,14 +127,7 @@ func (c *cli) exec(pos []string, act action) error {
 			return err
 		}
 	}
-	format, _ := parseFormat(c.g.format)
-	opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(format)}
-	if c.g.clientID != "" {
-		opts = append(opts, ratelimiter.WithClientID(c.g.clientID))
-	}
-	if p := c.g.prefix; p != "" {
-		opts = append(opts, ratelimiter.WithNameMapper(func(name string) string { return p + name }))
-	}
+	opts := c.g.clientOptions()
 	// go-redis logs dial failures on its own; the one-line message below
 	// says it all.
 	redis.SetLogger(quietLogger{})
@@ -185,6 +178,20 @@ func (c *cli) finish(err error) int {
 	}
 	fmt.Fprintf(c.stderr, "ratelimiter %s: %s\n", c.cmd, msg)
 	return code
+}
+
+// clientOptions are the Client options the global flags ask for: the
+// record format, --client-id and --name-prefix.
+func (g *globals) clientOptions() []ratelimiter.Option {
+	format, _ := parseFormat(g.format)
+	opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(format)}
+	if g.clientID != "" {
+		opts = append(opts, ratelimiter.WithClientID(g.clientID))
+	}
+	if p := g.prefix; p != "" {
+		opts = append(opts, ratelimiter.WithNameMapper(func(name string) string { return p + name }))
+	}
+	return opts
 }
 
 func oneLine(s string) string {

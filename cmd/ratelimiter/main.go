@@ -10,7 +10,8 @@
 // go before or after the subcommand. Exit status: 0 done, 1 refused (not
 // granted, already configured, nothing changed, no such limiter), 2 usage
 // or connection error (asking for more permits than the rate included),
-// with a one-line message on stderr. "ratelimiter --version" prints the
+// with a one-line message on stderr; plan (a drift check) exits 3 when
+// Redis differs from the limits file. "ratelimiter --version" prints the
 // version it was built from.
 //
 // Run "ratelimiter help" for the subcommands and "ratelimiter
@@ -101,5 +102,5 @@ func usage(w io.Writer) {
 	g.register(fs)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
-	fmt.Fprintln(w, "\nexit status: 0 done, 1 refused or nothing changed, 2 usage or connection error")
+	fmt.Fprintln(w, "\nexit status: 0 done, 1 refused or nothing changed, 2 usage or connection error; plan: 3 changes to apply")
 }
