@@ -13,9 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/goredisson/ratelimiter/internal/compat"
-	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // planJSON is plan's and apply's -o json output.
@@ -226,19 +223,9 @@ func TestApplyKeepsState(t *testing.T) {
 // Go's, apply changes it keeping the permits Redisson took, and Redisson
 // reads back what apply wrote (and a limiter apply created).
 func TestPlanApplyRedisson(t *testing.T) {
-	const version = "4.7.0"
-	redistest.SkipIfShort(t, "the Java peer")
-	if tool := compat.ToolsMissing(); tool != "" {
-		if redistest.Required() {
-			t.Fatalf("%s required (CI=true)", tool)
-		}
-		t.Skipf("no %s: the Java peer cannot run", tool)
-	}
+	peer := javaPeer(t, "4.7.0")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	peer, err := compat.StartPeer(ctx, compat.PeerOptions{Version: version, Addr: redisAddr})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = peer.Close() })
 
 	base := uniqueName(t) + "-"
 	java, javaPC, created := base+"java", base+"java-pc", base+"new"
