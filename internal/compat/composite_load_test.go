@@ -75,27 +75,10 @@ func compositeLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.
 		{name: limName(t, tag+":short"), cfg: ratelimiter.Config{Rate: 100, Interval: time.Second}},
 		{name: limName(t, tag+":long"), cfg: ratelimiter.Config{Rate: 300, Interval: 2 * time.Second}},
 	}
-	setup := newGoClient(t, v)
-	names := make([]string, len(parts))
-	for i, p := range parts {
-		rl := setup.Limiter(p.name)
-		if _, err := rl.TrySetRate(ctx, p.cfg); err != nil {
-			t.Fatal(err)
-		}
-		p.permits, names[i] = rl.Keys().Permits, p.name
-	}
-	stopObserver := observeRecords(ctx, rdb(t), parts)
-
+	var wg sync.WaitGroup
+	names, stopObserver := startMixed(ctx, t, v, peers, parts, mode, dur, &wg)
 	start := time.Now()
 	deadline := start.Add(dur)
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.java, p.javaErr = javaLoad(ctx, peers[i], p.name, mode, dur)
-		}()
-	}
 	// Go: the composite's goroutines share one Client (combined calls);
 	// the single-part goroutines share another.
 	quota := newGoClient(t, v).All(names...)
@@ -123,17 +106,47 @@ func compositeLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.
 		run(takeWith(single.Limiter(p.name), mode), func(n int) { p.gone += n })
 	}
 	wg.Wait()
-	if err := stopObserver(); err != nil {
+	finishMixed(t, v, mode, parts, stopObserver, goErr, func(int) int { return composite }, start, dur)
+}
+
+// startMixed configures parts, starts the record observer on them and a
+// Java load on each (on peers[i], counted in wg), and returns the parts'
+// names and the observer's stop.
+func startMixed(ctx context.Context, t *testing.T, v string, peers []*Peer, parts []*loadPart, mode string, dur time.Duration, wg *sync.WaitGroup) ([]string, func() error) {
+	setup := newGoClient(t, v)
+	names := make([]string, len(parts))
+	for i, p := range parts {
+		rl := setup.Limiter(p.name)
+		if _, err := rl.TrySetRate(ctx, p.cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.permits, names[i] = rl.Keys().Permits, p.name
+	}
+	stop := observeRecords(ctx, rdb(t), parts)
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.java, p.javaErr = javaLoad(ctx, peers[i], p.name, mode, dur)
+		}()
+	}
+	return names, stop
+}
+
+// finishMixed stops the observer and checks every part, after the loads:
+// composite(i) is the permits the composite took from part i.
+func finishMixed(t *testing.T, v, mode string, parts []*loadPart, stop func() error, goErr error, composite func(i int) int, start time.Time, dur time.Duration) {
+	if err := stop(); err != nil {
 		t.Fatalf("observer: %v", err)
 	}
 	if goErr != nil {
 		t.Fatalf("go worker: %v", goErr)
 	}
-	for _, p := range parts {
+	for i, p := range parts {
 		if p.javaErr != nil {
 			t.Fatalf("java load on %s: %v", p.name, p.javaErr)
 		}
-		checkPart(t, v, mode, p, composite, start, dur)
+		checkPart(t, v, mode, p, composite(i), start, dur)
 	}
 }
 

@@ -133,27 +133,10 @@ func weightedLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.D
 		{name: limName(t, tag+":requests"), cfg: ratelimiter.Config{Rate: 100, Interval: time.Second}},
 		{name: limName(t, tag+":tokens"), cfg: ratelimiter.Config{Rate: 3000, Interval: 2 * time.Second}},
 	}
-	setup := newGoClient(t, v)
-	names := make([]string, len(parts))
-	for i, p := range parts {
-		rl := setup.Limiter(p.name)
-		if _, err := rl.TrySetRate(ctx, p.cfg); err != nil {
-			t.Fatal(err)
-		}
-		p.permits, names[i] = rl.Keys().Permits, p.name
-	}
-	stopObserver := observeRecords(ctx, rdb(t), parts)
-
+	var wg sync.WaitGroup
+	names, stopObserver := startMixed(ctx, t, v, peers, parts, mode, dur, &wg)
 	start := time.Now()
 	deadline := start.Add(dur)
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.java, p.javaErr = javaLoad(ctx, peers[i], p.name, mode, dur)
-		}()
-	}
 	llm := newGoClient(t, v).All(names...)
 	single := newGoClient(t, v)
 	var mu sync.Mutex
@@ -210,16 +193,5 @@ func weightedLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.D
 		}()
 	}
 	wg.Wait()
-	if err := stopObserver(); err != nil {
-		t.Fatalf("observer: %v", err)
-	}
-	if goErr != nil {
-		t.Fatalf("go worker: %v", goErr)
-	}
-	for i, p := range parts {
-		if p.javaErr != nil {
-			t.Fatalf("java load on %s: %v", p.name, p.javaErr)
-		}
-		checkPart(t, v, mode, p, share[i], start, dur)
-	}
+	finishMixed(t, v, mode, parts, stopObserver, goErr, func(i int) int { return share[i] }, start, dur)
 }
