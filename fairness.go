@@ -120,8 +120,9 @@ type fleet struct {
 	refusedAt    time.Time     // a blocked caller was last refused
 	// With WithForeignWaiters only: this Client's blocking calls on the
 	// limiter now, and the permits granted to them lately.
-	blocked int
-	granted tally
+	blocked   int
+	granted   tally
+	perWaiter bool // a census weighed per waiter (weigh)
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -351,6 +352,7 @@ func (c *Client) weigh(f *fleet, now time.Time, ours, others int64) (float64, fl
 	if c.foreign == 0 || others == 0 {
 		return float64(ours), float64(others)
 	}
+	f.perWaiter = true
 	own := f.granted.perInterval(now, f.interval) / float64(max(f.blocked, 1))
 	return own, float64(others) / float64(c.foreign)
 }
@@ -384,13 +386,14 @@ func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
 	return ours, others
 }
 
-// ceiling returns the spread's bound: spreadMax, or an interval if
-// longer. The first of G Go waiters wakes spread/(G+1) after the hint on
-// average, so at 400 ms four waiters call about 80 ms after it, before a
-// loaded JVM's tick; and with WithForeignWaiters one Go caller must be
-// able to leave most of the permits to many foreign waiters.
+// ceiling returns the spread's bound: spreadMax, or with
+// WithForeignWaiters an interval if longer, so that one Go caller can
+// leave most of the permits to many foreign waiters.
 func (f *fleet) ceiling() time.Duration {
-	return max(spreadMax, f.interval)
+	if f.perWaiter {
+		return max(spreadMax, f.interval)
+	}
+	return spreadMax
 }
 
 // step notes a census that found ours and others' permits in the window

@@ -140,8 +140,8 @@ func TestFleetStep(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		f.step(now, 50, 0) // shared, the others starved: up
 	}
-	if f.spread != f.ceiling() {
-		t.Errorf("others starved: spread %v, want the ceiling %v", f.spread, f.ceiling())
+	if f.spread != spreadMax {
+		t.Errorf("others starved: spread %v, want the ceiling %v", f.spread, spreadMax)
 	}
 	g := &fleet{interval: time.Second, spread: spreadStart}
 	g.step(now, 50, 0)
@@ -296,14 +296,4 @@ func TestForeignWaitersStep(t *testing.T) {
 func goMarked(b []byte) bool {
 	m, err := DecodeMember(b)
 	return err == nil && m.GoMarked()
-}
-
-// The spread's ceiling is an interval, but never under spreadMax.
-func TestSpreadCeiling(t *testing.T) {
-	if got := (&fleet{interval: 100 * time.Millisecond}).ceiling(); got != spreadMax {
-		t.Errorf("100 ms interval: ceiling %v, want %v", got, spreadMax)
-	}
-	if got := (&fleet{interval: 2 * time.Second}).ceiling(); got != 2*time.Second {
-		t.Errorf("2 s interval: ceiling %v, want 2s", got)
-	}
 }
