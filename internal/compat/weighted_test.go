@@ -129,9 +129,20 @@ func TestWeightedCompositeMixedLoad(t *testing.T) {
 func weightedLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.Duration) {
 	ctx := ctxT(t, dur+2*time.Minute)
 	tag := fmt.Sprintf("{wmix-%d}", time.Now().UnixNano())
+	// Redisson 3.16.3 writes fI records: a float of a random int64, about
+	// 2^25 values, and a plain ZADD, so its own records collide and one
+	// overwrites another (docs/differences.md, "No lost permits from equal
+	// records"). At 3000 tokens per 2 s its ~1,800 records a window
+	// collided in a CI run (a window held 3001, the records one permit
+	// fewer than the grants); 600 makes that about 25 times rarer. Beside
+	// 3.16.3 the tokens part then sees a fifth of the load of 4.7.0's.
+	tokens := int64(3000)
+	if formatFor(v) == ratelimiter.FormatFI {
+		tokens = 600
+	}
 	parts := []*loadPart{
 		{name: limName(t, tag+":requests"), cfg: ratelimiter.Config{Rate: 100, Interval: time.Second}},
-		{name: limName(t, tag+":tokens"), cfg: ratelimiter.Config{Rate: 3000, Interval: 2 * time.Second}},
+		{name: limName(t, tag+":tokens"), cfg: ratelimiter.Config{Rate: tokens, Interval: 2 * time.Second}},
 	}
 	var wg sync.WaitGroup
 	names, stopObserver := startMixed(ctx, t, v, peers, parts, mode, dur, &wg)
