@@ -323,11 +323,11 @@ func (a *Composite) named(err error) error {
 // checkRelease returns why n permits, times the weight w, cannot be
 // released, or nil.
 func checkRelease(n, w int64) error {
-	switch {
-	case n < 0 || n > MaxPermits:
+	if n < 0 || n > MaxPermits {
 		return invalid("permits %d out of range [0, %d]", n, int64(MaxPermits))
-	case n > MaxPermits/max(w, 1):
-		return fmt.Errorf("%w: permits %d times weight %d above %d", ErrInvalidWeights, n, w, int64(MaxPermits))
 	}
-	return nil
+	if n == 0 {
+		return nil
+	}
+	return checkPermits(n, max(w, 1))
 }

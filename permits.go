@@ -18,10 +18,7 @@ import "context"
 // Redisson has release since 3.52.
 func (r *Limiter) Release(ctx context.Context, n int64) error {
 	defer r.c.refusals.forget() // local refusals may no longer hold
-	if n < 0 || n > MaxPermits {
-		return r.check(invalid("permits %d out of range [0, %d]", n, int64(MaxPermits)))
-	}
-	if err := r.check(nil); err != nil || n == 0 {
+	if err := r.check(checkRelease(n, 1)); err != nil || n == 0 {
 		return err
 	}
 	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.c.stamp())
