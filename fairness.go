@@ -202,10 +202,9 @@ func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 
 // foreignHold is how long a limiter counts as shared after a census last
 // saw another writer's record: foreignFor intervals, and at least
-// probeEvery. Others that a slow moment starved (a loaded JVM misses a few
-// intervals) must not lose the fair wakes before a probe window can show
-// them again: while shared and starved, each census raises the spread
-// until their retries win again.
+// probeEvery, so that others a slow moment starved (a loaded JVM misses a
+// few intervals) keep the fair wakes until a probe window can show them
+// again: while shared and starved, each census raises the spread.
 func foreignHold(interval time.Duration) time.Duration {
 	return max(foreignFor*interval, probeEvery)
 }
