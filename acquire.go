@@ -230,7 +230,7 @@ func waitUntil(ctx context.Context, t acquirer, n int64, limit time.Time, d *Dec
 	} else {
 		ok, err = c.waitQueued(wctx, t, n, limit, d)
 	}
-	// The batch's own context (lane.go) may reach the same deadline first.
+	// The batch's own context (combine_lane.go) may reach the same deadline first.
 	if wctx != ctx && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(own) {
 		err = fmt.Errorf("ratelimiter: no answer from Redis within the timeout: %w", context.DeadlineExceeded)
 	}

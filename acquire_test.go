@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func TestAcquireFirstUse(t *testing.T) {
@@ -72,7 +73,7 @@ func TestAcquireMemberFormats(t *testing.T) {
 				m := []byte(r)
 				tc.check(t, m)
 				counts = append(counts, binary.LittleEndian.Uint32(m[len(m)-4:]))
-				d, err := ratelimiter.DecodeMember(m)
+				d, err := wire.Decode(m)
 				require.NoError(t, err)
 				require.Equal(t, tc.f, d.Format)
 			}
@@ -438,4 +439,26 @@ func TestAllowRemaining(t *testing.T) {
 	require.False(t, res.Granted)
 	require.Equal(t, int64(1), res.Remaining, "a refusal reports what is available")
 	require.Equal(t, time.Minute+3*time.Millisecond, res.RetryAfter)
+}
+
+// TestAcquireRecountsOverRateValue: a Redisson availablePermits stores an
+// uncapped sum after release and expiry (2 x rate here); our acquisition
+// recounts instead of granting it.
+func TestAcquireRecountsOverRateValue(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, _ := setup(t, ratelimiter.Config{Rate: 5, Interval: time.Minute})
+	ok, err := l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, rdb.Set(ctx, l.Keys().Value, 10, 0).Err())
+
+	ok, err = l.TryAcquire(ctx, 4)
+	require.NoError(t, err)
+	require.False(t, ok, "only 5 - 2 = 3 are left in the window")
+	require.Equal(t, "3", rdb.Get(ctx, l.Keys().Value).Val())
+
+	require.NoError(t, rdb.Set(ctx, l.Keys().Value, 10, 0).Err())
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
 }

@@ -1,6 +1,8 @@
 package ratelimiter
 
 import (
+	"github.com/goredisson/ratelimiter/wire"
+
 	"context"
 	"errors"
 	"fmt"
@@ -78,8 +80,8 @@ func (c *Client) All(names ...string) *Composite {
 		if first == nil {
 			first = r
 		}
-		if c.cluster && keySlot(r.keys.Config) != keySlot(first.keys.Config) ||
-			c.ring && keyTag(r.keys.Config) != keyTag(first.keys.Config) {
+		if c.cluster && wire.Slot(r.keys.Config) != wire.Slot(first.keys.Config) ||
+			c.ring && wire.HashTag(r.keys.Config) != wire.HashTag(first.keys.Config) {
 			a.err = errors.Join(a.err, fmt.Errorf("%w: limiters %q and %q", ErrCrossSlot, first.name, name))
 		}
 		a.keys = append(a.keys, r.keyList...)

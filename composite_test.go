@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // setupParts configures one limiter per cfg on one client with a fake
@@ -385,7 +386,7 @@ func TestCompositeWindows(t *testing.T) {
 
 // recordPermitsOf reads the permits of one record.
 func recordPermitsOf(m string) int64 {
-	d, err := ratelimiter.DecodeMember([]byte(m))
+	d, err := wire.Decode([]byte(m))
 	if err != nil {
 		return 1 << 40 // fails the window check
 	}

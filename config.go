@@ -1,6 +1,8 @@
 package ratelimiter
 
 import (
+	"github.com/goredisson/ratelimiter/wire"
+
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +92,7 @@ func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	held := min(cfg.Rate, MaxPermits)
 	set, err := r.eval(ctx, scriptTrySetRate, r.keyList,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
-		flag(full), r.c.stamp(), newMember(r.c.format, r.c.tag, uint32(held)), cfg.Rate-held)
+		flag(full), r.c.stamp(), wire.New(r.c.format, r.c.tag, uint32(held)), cfg.Rate-held)
 	return set == 1, err
 }
 

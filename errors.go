@@ -93,7 +93,7 @@ func (scriptRaised) RedisError() {}
 // ..."), from Redis 6.2's wording, which wraps it: "ERR Error running
 // script (call to f_<sha>): @user_script:<line>: WRONGTYPE ..." when the
 // script did not catch it, "@user_script: <line>: -READONLY ..." when a
-// guarded script (scripts.go) passed it on. Other errors come back
+// guarded script (redis_scripts.go) passed it on. Other errors come back
 // unchanged.
 func innerScriptError(err error) error {
 	var rerr redis.Error

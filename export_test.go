@@ -1,6 +1,6 @@
 package ratelimiter
 
-// Test-only views of the combining state (lane.go), for tests that must
+// Test-only views of the combining state (combine_lane.go), for tests that must
 // know a request is queued before they go on.
 
 // Pending returns the acquisitions of l waiting for the next script call.

@@ -1,6 +1,8 @@
 package ratelimiter
 
 import (
+	"github.com/goredisson/ratelimiter/wire"
+
 	"context"
 	"errors"
 	"math"
@@ -17,7 +19,7 @@ import (
 // nearly every freed permit.
 //
 // So while other writers' records are in a limiter's window (every
-// record this library writes is marked, Member.GoMarked), a Client's
+// record this library writes is marked, wire.Member.GoMarked), a Client's
 // blocked callers each wake on their own at their hint plus a uniform
 // delay below a bound, the spread. A controller moves the spread, once
 // per census, toward an even split of the window's permits between this
@@ -372,7 +374,7 @@ func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
 			continue
 		}
 		s, _ := z.Member.(string)
-		m, err := DecodeMember([]byte(s))
+		m, err := wire.Decode([]byte(s))
 		switch {
 		case err != nil:
 			others++

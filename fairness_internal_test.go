@@ -2,77 +2,14 @@ package ratelimiter
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
-
-// Every record this library writes carries the mark, in every format, and
-// still decodes to its permits.
-func TestNewMemberMarked(t *testing.T) {
-	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
-		for i := 0; i < 1000; i++ {
-			tag := [goTagLen]byte{0xde, 0xad, byte(i), 0x0f}
-			b := newMember(f, tag, 7)
-			m, err := DecodeMember(b)
-			if err != nil || m.Format != f || m.Permits != 7 {
-				t.Fatalf("%v: %x decodes to %+v, %v", f, b, m, err)
-			}
-			if !goMarked(b) {
-				t.Fatalf("%v: record %x not marked", f, b)
-			}
-			got, ok := m.GoTag()
-			if want := hex.EncodeToString(tag[:]); f != FormatFI && (!ok || got != want) {
-				t.Fatalf("%v: record %x has tag %q, %v; want %q", f, b, got, ok, want)
-			}
-			if f == FormatFI && ok {
-				t.Fatalf("fI record %x has a tag %q", b, got)
-			}
-			if f == FormatFI {
-				x := math.Float32frombits(binary.LittleEndian.Uint32(m.Random))
-				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-					t.Fatalf("fI random part %v is not finite", x)
-				}
-			}
-		}
-	}
-}
-
-// Records made as Redisson makes them are not marked: random bytes (Bc0I,
-// Lc0I) and the float32 of a random int64 (fI).
-func TestRedissonMembersUnmarked(t *testing.T) {
-	for i := 0; i < 10000; i++ {
-		var r [16]byte
-		binary.LittleEndian.PutUint64(r[:], rand.Uint64())
-		binary.LittleEndian.PutUint64(r[8:], rand.Uint64())
-		for _, f := range []MemberFormat{FormatBc0I, FormatLc0I} {
-			b, _ := EncodeMember(f, r[:8+i%9], 1)
-			if goMarked(b) {
-				t.Fatalf("%v record %x read as marked", f, b)
-			}
-		}
-		// Redisson 3.16.3: (float) of a random long, extremes included.
-		x := float32(int64(rand.Uint64()))
-		if i == 0 {
-			x = float32(math.MinInt64)
-		}
-		var fb [4]byte
-		binary.LittleEndian.PutUint32(fb[:], math.Float32bits(x))
-		b, _ := EncodeMember(FormatFI, fb[:], 1)
-		if goMarked(b) {
-			t.Fatalf("fI record of %v read as marked", x)
-		}
-	}
-	if goMarked([]byte{1, 2}) {
-		t.Error("a 2-byte record read as marked")
-	}
-}
 
 // A census weighs each side by its records' permits, within an interval
 // of the newest record: Redisson's 5-permit record counts as 5, a marked
@@ -80,7 +17,7 @@ func TestRedissonMembersUnmarked(t *testing.T) {
 // record an interval or more older than the newest not at all.
 func TestSides(t *testing.T) {
 	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
-		tag := [goTagLen]byte{1, 2, 3, 4}
+		tag := wire.Tag{1, 2, 3, 4}
 		var random []byte
 		switch f {
 		case FormatFI:
@@ -90,17 +27,17 @@ func TestSides(t *testing.T) {
 		default:
 			random = []byte("0123456789abcdef")
 		}
-		theirs, err := EncodeMember(f, random, 5)
+		theirs, err := wire.Encode(f, random, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		zs := []redis.Z{
-			{Score: 1000, Member: string(newMember(f, tag, 9))}, // an interval before the newest
-			{Score: 1500, Member: string(newMember(f, tag, 1))},
-			{Score: 1600, Member: string(newMember(f, tag, 1))},
+			{Score: 1000, Member: string(wire.New(f, tag, 9))}, // an interval before the newest
+			{Score: 1500, Member: string(wire.New(f, tag, 1))},
+			{Score: 1600, Member: string(wire.New(f, tag, 1))},
 			{Score: 1700, Member: string(theirs)},
 			{Score: 1800, Member: "x"},
-			{Score: 2000, Member: string(newMember(f, tag, 2))},
+			{Score: 2000, Member: string(wire.New(f, tag, 2))},
 		}
 		ours, others := sides(zs, time.Second)
 		if ours != 4 || others != 6 {
@@ -289,11 +226,4 @@ func TestForeignWaitersStep(t *testing.T) {
 	if err := NewClient(nil, WithForeignWaiters(-1)).Err(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("WithForeignWaiters(-1): %v", err)
 	}
-}
-
-// goMarked reports whether record b was written by this library (any
-// version that marks its records), from its random part.
-func goMarked(b []byte) bool {
-	m, err := DecodeMember(b)
-	return err == nil && m.GoMarked()
 }

@@ -21,7 +21,7 @@ type Hooks struct {
 	// caller's span, a span for a wait). Nil costs nothing.
 	DecisionContext func(ctx context.Context, d Decision)
 	// ClockSkew is called after every measurement of this Client's clock
-	// against Redis (skew.go), failed ones included: from a background
+	// against Redis (clock_skew.go), failed ones included: from a background
 	// goroutine for the automatic measurements, from the caller's for
 	// MeasureClock.
 	ClockSkew func(ClockSkew)
@@ -132,7 +132,7 @@ func ErrorKind(err error) string {
 }
 
 // decided reports d to the Decision hook, if there is one, and starts a
-// clock measurement in the background when one is due (skew.go). names
+// clock measurement in the background when one is due (clock_skew.go). names
 // are the limiters whose intervals the measurement weighs the skew
 // against: d.Limiter when none are given (a composite gives its parts).
 func (c *Client) decided(ctx context.Context, d Decision, names ...string) {

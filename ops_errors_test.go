@@ -152,7 +152,7 @@ func TestOperationalErrors(t *testing.T) {
 				}
 				require.NotErrorIs(t, err, ratelimiter.ErrCorruptState, "%s: %v", op.name, err)
 				if tc.code == "NOPERM" && errors.Is(err, ratelimiter.ErrPermissionDenied) {
-					continue // refused before the script ran (permissions.go)
+					continue // refused before the script ran (redis_permissions.go)
 				}
 				var rerr redis.Error
 				require.True(t, errors.As(err, &rerr), "%s: %T %v is not a redis.Error", op.name, err, err)

@@ -1,15 +1,8 @@
-// Package ratelimiter is a distributed rate limiter on Redis that speaks
-// Java Redisson's RRateLimiter protocol: a Go service and a Java service
-// using Redisson can draw permits from the same limiter, see each other's
-// acquisitions and change its rate from either side.
-//
-// A limiter grants at most Rate permits in any sliding window of Interval.
-// Every operation is one Lua script, run atomically by Redis in one round
-// trip. The keys and bytes are those of docs/protocol.md; see README.md for the
-// mapping from Redisson's Java methods.
 package ratelimiter
 
 import (
+	"github.com/goredisson/ratelimiter/wire"
+
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -26,7 +19,7 @@ import (
 type Client struct {
 	rdb     redis.UniversalClient
 	id      string
-	tag     [goTagLen]byte // written in every record (member.go)
+	tag     wire.Tag // written in every record (wire.New)
 	mapName func(string) string
 	format  MemberFormat
 	clock   func() time.Time
@@ -35,19 +28,19 @@ type Client struct {
 	cluster     bool
 	ring        bool          // rdb is a *redis.Ring: keys are sharded by their hash tag
 	ack         replicaAck    // WithReplicaAck; zero: off
-	refresh     refresher     // cluster slot map reloads (topology.go)
+	refresh     refresher     // cluster slot map reloads (redis_topology.go)
 	hooks       Hooks         // WithHooks
-	skew        skewState     // clock measurements against Redis TIME (skew.go)
-	perm        permState     // the user's permissions (permissions.go)
-	evict       evictionState // the server's eviction policy (eviction.go)
+	skew        skewState     // clock measurements against Redis TIME (clock_skew.go)
+	perm        permState     // the user's permissions (redis_permissions.go)
+	evict       evictionState // the server's eviction policy (redis_eviction.go)
 
 	maxBatch  int          // WithMaxBatch; 1: no combining
 	unfair    bool         // WithFairness(false) (fairness.go)
 	foreign   int          // WithForeignWaiters (fairness.go); 0: an even split
-	noLocal   bool         // WithLocalRefusals(false) (localrefusal.go)
+	noLocal   bool         // WithLocalRefusals(false) (combine_localrefusal.go)
 	refusals  refusals     // local refusals by lane key
 	perClient perClientSet // limiters found PER_CLIENT (clock.go)
-	lanes     lanes        // combining state per limiter in use (lane.go)
+	lanes     lanes        // combining state per limiter in use (combine_lane.go)
 	err       error
 }
 
@@ -83,7 +76,7 @@ func WithNameMapper(m func(string) string) Option {
 // format are read whatever this is set to.
 func WithMemberFormat(f MemberFormat) Option {
 	return func(c *Client) {
-		if !f.valid() {
+		if !f.Valid() {
 			c.err = errors.Join(c.err, invalid("unknown member format %d", int(f)))
 		}
 		c.format = f
@@ -200,10 +193,10 @@ func (c *Client) Limiter(name string) *Limiter {
 			return r
 		}
 	}
-	r.keys = keysFor(raw, c.id)
-	r.keyList = r.keys.all()
+	r.keys = wire.KeysFor(raw, c.id)
+	r.keyList = r.keys.All()
 	r.overall = []string{r.keyList[0], r.keyList[1], r.keyList[3]}
-	if c.cluster && !r.keys.sameSlot() || c.ring && !r.keys.sameTag() {
+	if c.cluster && !r.keys.SameSlot() || c.ring && !r.keys.SameTag() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
 	return r

@@ -20,6 +20,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // The rig of realtime_test.go: servers that DEBUG SLEEP, the permit
@@ -120,7 +121,7 @@ func rtTryAcquire(ctx context.Context, _ int, l *ratelimiter.Limiter) (bool, err
 // rtPermitLog is every permit record a limiter's permits key was given,
 // read from MONITOR (commands run by scripts included), with the time
 // Redis ran each ZADD. It is exact where sampling the sorted set
-// (sampleRecords, combining_test.go) is not: a record stamped on a stale
+// (sampleRecords, combine_test.go) is not: a record stamped on a stale
 // or skewed client clock can leave the set within one sample, and a
 // record removed less than an interval after its stamp by the sampler's
 // clock is taken there for a released one and left out, which is what a
@@ -201,7 +202,7 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 			}
 			for ; len(rest) >= 2; rest = rest[2:] {
 				score, err := strconv.ParseFloat(rest[0], 64)
-				m, derr := ratelimiter.DecodeMember([]byte(rest[1]))
+				m, derr := wire.Decode([]byte(rest[1]))
 				if err != nil || derr != nil {
 					p.err = fmt.Errorf("MONITOR line %q: %v %v", line, err, derr)
 					return

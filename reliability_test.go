@@ -137,7 +137,7 @@ func TestBoundedWork(t *testing.T) {
 }
 
 // TestScriptsAgree: acquire.lua carries its own copy of lib.lua's rules
-// (scripts.go), and acquire_all.lua applies them to each part of a
+// (redis_scripts.go), and acquire_all.lua applies them to each part of a
 // composite. Fed the same states, the acquire path (how many single
 // permits can be taken), a composite of the limiter alone, and lib.lua's
 // path (AvailablePermits) see the same budget.

@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func redisZ(permits uint32) redis.Z {
-	m, _ := ratelimiter.EncodeMember(ratelimiter.FormatBc0I, make([]byte, 16), permits)
+	m, _ := wire.Encode(wire.Bc0I, make([]byte, 16), permits)
 	return redis.Z{Score: float64(time.Now().UnixMilli()), Member: m}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // windowSide is one series of the Redis-time-by-window runs: this
@@ -93,7 +94,7 @@ func fillWindow(ctx context.Context, rdb *redis.Client, l *ratelimiter.Limiter, 
 	}
 	zs := make([]redis.Z, 0, 1000)
 	for i := 0; i < records; i++ {
-		m, err := ratelimiter.EncodeMember(ratelimiter.FormatBc0I, []byte(fmt.Sprintf("%016d", i)), 1)
+		m, err := wire.Encode(ratelimiter.FormatBc0I, []byte(fmt.Sprintf("%016d", i)), 1)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@
 -- none). A request over the rate is refused with hint 0 and changes
 -- nothing; the caller reports ErrPermitsExceedRate.
 --
--- This script stands alone (scripts.go sends it without lib.lua): it is
+-- This script stands alone (redis_scripts.go sends it without lib.lua): it is
 -- the hot path, and every Lua call shows in Redis's work per call
 -- (internal/compat instruction counts). The blocks marked "mirrors
 -- lib.lua" implement the same rules as lib.lua's functions of that name;
@@ -45,7 +45,7 @@ local MAX, MAXMS = 9007199254740991, 9223372036854
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 -- Whether the server may evict the limiter's keys: false, 'allkeys' or
 -- 'volatile' (keys with a TTL only). Go sends a copy with it set when
--- INFO says so (eviction.go); the script text differs, not its arguments.
+-- INFO says so (redis_eviction.go); the script text differs, not its arguments.
 local EVICTS = false
 
 -- mirrors lib.lua: limiter() and the first half of settle()

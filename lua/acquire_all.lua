@@ -13,7 +13,7 @@
 -- last four bytes (which this script writes): each part stays an ordinary
 -- Redisson limiter (docs/protocol.md, "Combined records"). Go keeps every
 -- record's count within 2^32-1: the sum of a call's permits times the
--- largest weight (checkPermits, and Client.take in lane.go).
+-- largest weight (checkPermits, and Client.take in combine_lane.go).
 --
 -- Reply form '0' (exactly one request): one integer, the fewest permits
 -- left among the parts (>= 0) on a grant, -1 when the record collided
@@ -31,7 +31,7 @@
 -- refusal, the one that must wait longest; for a request over a part's
 -- rate, that part (refused with hint 0, nothing changed). The granted flags
 -- sit where acquire.lua's do (every third entry from the fourth), so that
--- grantedAny (replicas.go) reads both scripts' replies.
+-- grantedAny (redis_replicas.go) reads both scripts' replies.
 -- Reply form '2' is form '1' for queued waiters: after the first refusal,
 -- every later request is refused too.
 --

@@ -1,4 +1,4 @@
--- giveBack, for the release scripts (scripts.go).
+-- giveBack, for the release scripts (redis_scripts.go).
 -- Gives want permits back now, never past the rate, and takes as many out
 -- of the newest permit records (shrinking or removing them), so that they
 -- are not counted again when those records expire: a release never raises
@@ -7,7 +7,7 @@
 -- when the newest records hold fewer permits; records that have left the
 -- window hold nothing to give back (their permits came back when they
 -- expired). Stores the value and returns the permits given back. The
--- single home of the rule: scripts.go prepends this file (after lib.lua)
+-- single home of the rule: redis_scripts.go prepends this file (after lib.lua)
 -- to release.lua and release_all.lua.
 local RELEASE_WALK = 128
 local function giveBack(valueKey, permitsKey, now, interval, rate, value, want)

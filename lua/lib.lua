@@ -1,5 +1,5 @@
 -- Shared prelude, prepended to every script that works on an initialised
--- limiter (see scripts.go). Keys are always K1..K5 of docs/protocol.md:
+-- limiter (see redis_scripts.go). Keys are always K1..K5 of docs/protocol.md:
 -- config hash, overall value, client value, overall permits, client permits.
 --
 -- Every check that can refuse a call runs before the script's first write:
@@ -108,7 +108,8 @@ end
 -- (an evicting policy), or the released permits would lift the value past
 -- the rate (permits that the records still hold came back through a
 -- Redisson release or availablePermits), the value is recounted from the
--- records in the window. acquire.lua mirrors this block.
+-- records in the window. acquire.lua mirrors this block, and wire.Settle
+-- (wire/settle.go) in Go, held to this by TestSettleLikeScript.
 local function settle(valueKey, permitsKey, now, interval, rate)
   local stored = read('GET', valueKey)
   local value = rate

@@ -1,4 +1,4 @@
--- Permission probe (permissions.go). KEYS: a limiter's five keys. Runs
+-- Permission probe (redis_permissions.go). KEYS: a limiter's five keys. Runs
 -- each command that the scripts may call after their first write, on the
 -- limiter's keys, in a form that Redis refuses after its ACL check and
 -- before it changes anything (a bad number, a syntax error, an odd

@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func init() {
@@ -76,7 +77,7 @@ func (f *exporterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxClients, "max-clients", 50, "most PER_CLIENT client ids exported per limiter")
 	fs.IntVar(&f.maxScans, "max-scans", 1000, "most SCAN calls per pattern (and cluster master) per scrape")
 	fs.Int64Var(&f.scanCount, "scan-count", 1000, "SCAN COUNT hint")
-	fs.Int64Var(&f.maxRecords, "max-records", recountMax+1, "most permit records fetched per budget and query")
+	fs.Int64Var(&f.maxRecords, "max-records", wire.RecountMax+1, "most permit records fetched per budget and query")
 	fs.DurationVar(&f.idle, "idle", 7*24*time.Hour, "ratelimiter_idle_limiters counts exported limiters with no TTL and no record newer than this (ratelimiter sweep lists them)")
 }
 

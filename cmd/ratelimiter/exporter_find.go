@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Finding limiters for the exporter: SCAN (never KEYS) for hashes whose
@@ -233,7 +234,7 @@ func configOf(vals []any) (ratelimiter.Config, bool) {
 			}
 			return ratelimiter.Config{}, false
 		}
-		x, ok := valueOf(s)
+		x, ok := wire.ValueOf(s)
 		if !ok || x < 0 {
 			return ratelimiter.Config{}, false
 		}

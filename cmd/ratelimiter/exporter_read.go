@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Reading one limiter for the exporter, bounded: at most readLimits
@@ -100,7 +101,7 @@ func queueBudget(ctx context.Context, p redis.Pipeliner, valueKey, permitsKey st
 	now := strconv.FormatInt(nowMS, 10)
 	b := budgetCmds{
 		value: p.Get(ctx, valueKey),
-		old:   p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{Min: "-inf", Max: c, Count: expireChunk}),
+		old:   p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{Min: "-inf", Max: c, Count: wire.ExpireChunk}),
 		nOld:  p.ZCount(ctx, permitsKey, "-inf", c),
 		live:  p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{Min: "(" + c, Max: "+inf", Count: maxRecords}),
 		nLive: p.ZCount(ctx, permitsKey, "("+c, "+inf"),
@@ -122,7 +123,7 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 	corrupt := false
 	var value *int64
 	if s, err := c.value.Result(); err == nil {
-		v, ok := valueOf(s)
+		v, ok := wire.ValueOf(s)
 		value, corrupt = &v, !ok
 	} else if isWrongType(err) {
 		corrupt = true
@@ -145,9 +146,8 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 		b.windowSides[0], b.windowSides[1] = sides(writerShares(recs[len(old):]))
 	}
 	if !corrupt {
-		if a, err := settled(cfg.Rate, value, recs, cutoff); err == nil {
-			b.available = &a
-		}
+		a := settled(cfg.Rate, value, recs, cutoff)
+		b.available = &a
 	}
 	if top := c.first.Val(); len(top) == 1 {
 		b.newestMS = int64(top[0].Score)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // A limiter's whole state as inspect and watch read it, without changing
@@ -29,7 +29,7 @@ type record struct {
 	// RandomText is the decimal text of an Lc0I record's random part.
 	RandomText string `json:"random_text,omitempty"`
 	Format     string `json:"format"`
-	// Writer is who wrote the record, read from its mark (writerOf).
+	// Writer is who wrote the record, read from its mark (wire.Member.Writer).
 	Writer string `json:"writer,omitempty"`
 	// Expired: past the interval (score <= now - interval) but still in
 	// the set; the next acquisition or availablePermits releases it.
@@ -62,7 +62,7 @@ type budget struct {
 	// the limiter (docs/fairness.md). Unreadable records count nowhere.
 	Writers []writerShare `json:"writers"`
 	// AvailableNow is what AvailablePermits would return now, computed
-	// from the value and the records by the scripts' rules (settle.go)
+	// from the value and the records by the scripts' rules (wire.Settle)
 	// without changing anything; nil when the limiter is not configured or
 	// the budget is corrupt.
 	AvailableNow *int64 `json:"available_now"`
@@ -202,7 +202,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Li
 // why the scripts would call the state corrupt.
 func fillBudget(in *inspection, b *budget, val *redis.StringCmd, recs *redis.ZSliceCmd) {
 	if s, err := val.Result(); err == nil {
-		if v, ok := valueOf(s); ok {
+		if v, ok := wire.ValueOf(s); ok {
 			b.Value = &v
 		} else {
 			b.ValueRaw = s
@@ -233,11 +233,7 @@ func fillBudget(in *inspection, b *budget, val *redis.StringCmd, recs *redis.ZSl
 	if in.Config == nil || b.Corrupt != "" {
 		return
 	}
-	a, err := settled(in.cfg.Rate, b.Value, b.Records, cutoff)
-	if err != nil {
-		b.Corrupt = err.Error()
-		return
-	}
+	a := settled(in.cfg.Rate, b.Value, b.Records, cutoff)
 	b.AvailableNow = &a
 }
 
@@ -247,17 +243,15 @@ func decodeRecord(z redis.Z, now time.Time) record {
 	m, _ := z.Member.(string)
 	score := int64(z.Score)
 	rec := record{Time: time.UnixMilli(score), ScoreMS: score, AgeMS: now.UnixMilli() - score, score: z.Score, size: len(m)}
-	dm, err := ratelimiter.DecodeMember([]byte(m))
+	dm, err := wire.Decode([]byte(m))
 	if err != nil {
 		rec.Error, rec.RawHex = err.Error(), hex.EncodeToString([]byte(m))
-		if len(m) >= 4 {
-			rec.Permits = binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))
-		}
+		rec.Permits = wire.ReadRecord(m, z.Score).Permits
 		return rec
 	}
-	rec.Permits, rec.Format, rec.Writer = dm.Permits, dm.Format.String(), writerOf(dm)
+	rec.Permits, rec.Format, rec.Writer = dm.Permits, dm.Format.String(), dm.Writer()
 	rec.RandomHex = hex.EncodeToString(dm.Random)
-	if dm.Format == ratelimiter.FormatLc0I {
+	if dm.Format == wire.Lc0I {
 		rec.RandomText = string(dm.Random)
 	}
 	return rec
@@ -276,17 +270,6 @@ type writerShare struct {
 	Writer  string `json:"writer"`
 	Permits int64  `json:"permits"`
 	Records int    `json:"records"`
-}
-
-// writerOf names the writer of a decoded record.
-func writerOf(m ratelimiter.Member) string {
-	if !m.GoMarked() {
-		return "redisson"
-	}
-	if tag, ok := m.GoTag(); ok {
-		return "go:" + tag
-	}
-	return "go"
 }
 
 // writerShares sums the in-window records by writer, most permits first

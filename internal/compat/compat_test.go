@@ -11,6 +11,7 @@ import (
 
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Scenarios of issue 3, each run for every covered Redisson version in both
@@ -119,7 +120,7 @@ func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int
 	check(t, err, "zrange")
 	marked := 0
 	for _, m := range ms {
-		rec, err := ratelimiter.DecodeMember([]byte(m))
+		rec, err := wire.Decode([]byte(m))
 		check(t, err, "decode record")
 		if rec.GoMarked() {
 			marked++

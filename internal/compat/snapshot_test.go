@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // These tests need neither Java nor Redis: they check the library's member
@@ -83,7 +84,7 @@ func TestSnapshotDecodeEncode(t *testing.T) {
 		for _, k := range s.Keys {
 			for _, m := range k.Members {
 				b := mustHex(t, m.Hex)
-				dm, err := ratelimiter.DecodeMember(b)
+				dm, err := wire.Decode(b)
 				if err != nil {
 					t.Errorf("%s %s: DecodeMember(%s): %v", v, k.Key, m.Hex, err)
 					continue
@@ -95,7 +96,7 @@ func TestSnapshotDecodeEncode(t *testing.T) {
 				if dm.Permits != m.Permits {
 					t.Errorf("%s %s: DecodeMember(%s).Permits = %d, want %d", v, k.Key, m.Hex, dm.Permits, m.Permits)
 				}
-				enc, err := ratelimiter.EncodeMember(dm.Format, dm.Random, dm.Permits)
+				enc, err := wire.Encode(dm.Format, dm.Random, dm.Permits)
 				if err != nil {
 					t.Errorf("%s: EncodeMember(%v, %x, %d): %v", v, dm.Format, dm.Random, dm.Permits, err)
 					continue
@@ -128,7 +129,7 @@ func TestSnapshotEncoderLayout(t *testing.T) {
 			case ratelimiter.FormatFI:
 				random = []byte{0x00, 0x00, 0x80, 0x5e} // 2^62 as float32
 			}
-			enc, err := ratelimiter.EncodeMember(f, random, permits)
+			enc, err := wire.Encode(f, random, permits)
 			if err != nil {
 				t.Fatalf("%s: EncodeMember(%v): %v", v, f, err)
 			}
@@ -136,7 +137,7 @@ func TestSnapshotEncoderLayout(t *testing.T) {
 			if err != nil || got != permits {
 				t.Errorf("Redisson %s (unpacks %s) reads Go's %v member %x as %d, %v; want %d", v, s.MemberFormat, f, enc, got, err, permits)
 			}
-			dm, err := ratelimiter.DecodeMember(enc)
+			dm, err := wire.Decode(enc)
 			if err != nil || dm.Permits != permits || dm.Format != f || !bytes.Equal(dm.Random, random) {
 				t.Errorf("%s: DecodeMember(EncodeMember(%v, %x, %d)) = %+v, %v", v, f, random, permits, dm, err)
 			}
@@ -160,7 +161,7 @@ func TestSnapshotOtherFormatsMisread(t *testing.T) {
 				continue
 			}
 			const permits = 3
-			enc, err := ratelimiter.EncodeMember(f, random, permits)
+			enc, err := wire.Encode(f, random, permits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,7 +281,7 @@ func TestSnapshotKeyLayout(t *testing.T) {
 			seen[permitsKey] = true
 			var dec []uint32
 			for _, m := range zs.Members {
-				dm, err := ratelimiter.DecodeMember(mustHex(t, m.Hex))
+				dm, err := wire.Decode(mustHex(t, m.Hex))
 				if err != nil {
 					t.Errorf("%s %s: %v", v, name, err)
 					continue

@@ -20,6 +20,7 @@ import (
 	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // TestSoak runs Go and the real Redisson 4.7.0 together on three limiters
@@ -320,7 +321,7 @@ type seenRecord struct {
 	permits  int64
 	first    time.Time // when first seen: the reply of the sample that saw it
 	last     time.Time // when last seen
-	goMarked bool      // Go wrote it (ratelimiter.Member.GoMarked)
+	goMarked bool      // Go wrote it (wire.Member.GoMarked)
 }
 
 // recordLog keeps every permit record of one key ever seen. A record that
@@ -373,7 +374,7 @@ func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
 		r, ok := w.seen[id]
 		if !ok {
 			r.first = now
-			dm, err := ratelimiter.DecodeMember([]byte(m))
+			dm, err := wire.Decode([]byte(m))
 			r.goMarked = err == nil && dm.GoMarked()
 		}
 		r.score, r.permits, r.last = int64(z.Score), int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), now

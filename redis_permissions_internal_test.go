@@ -19,7 +19,7 @@ func luaCommands(src string) []string {
 }
 
 // TestPermissionNeedsMatchScripts: every command a script calls is in its
-// list of needs (permissions.go) or is one that runs only as the script's
+// list of needs (redis_permissions.go) or is one that runs only as the script's
 // first write or before any write; every need is one that lua/probe.lua
 // checks.
 func TestPermissionNeedsMatchScripts(t *testing.T) {

@@ -120,7 +120,7 @@ func (c *Client) eviction(ctx context.Context) evictionRead {
 }
 
 func (c *Client) readEvictionNow(ctx context.Context) evictionRead {
-	e, err := c.readEviction(ctx) // an ACL refusal here is no news for permissions.go
+	e, err := c.readEviction(ctx) // an ACL refusal here is no news for redis_permissions.go
 	r := &evictionRead{e: e, ok: err == nil, at: time.Now()}
 	if err != nil && ctx.Err() != nil {
 		return *r // the caller gave up: read again next time

@@ -13,7 +13,7 @@ import (
 //	caller ──► lane idle? ──yes──► send [caller] now ───────────────┐
 //	             │ no                                                │
 //	             └──► pending (FIFO) ──► next call: up to maxBatch ──┤
-//	waiters (FIFO, waiters.go) ──► one timer ──► next call (strict) ─┤
+//	waiters (FIFO, combine_waiters.go) ──► one timer ──► next call (strict) ─┤
 //	                                                                 ▼
 //	         one acquire script call decides the batch in order; each caller
 //	         gets its own verdict; a grant whose caller has gone is released
@@ -25,7 +25,7 @@ type lane struct {
 	key     string
 	busy    bool       // run is active: a script call is in flight or about to be
 	pending []*request // arrived while busy, in arrival order
-	waiting []*request // blocked callers, head first (waiters.go)
+	waiting []*request // blocked callers, head first (combine_waiters.go)
 	flying  int        // waiters in the call in flight
 	due     bool       // the head waiter's hint has passed
 	timer   *time.Timer
@@ -74,7 +74,7 @@ const (
 type target interface {
 	// laneKey names the target's lane; targets with equal keys share one.
 	laneKey() string
-	// decide makes one script call for the permits ns (batch.go).
+	// decide makes one script call for the permits ns (combine_batch.go).
 	decide(ctx context.Context, form string, ns []int64) batchReply
 	// giveBack releases n permits granted to callers that had gone.
 	giveBack(ctx context.Context, n int64) error
@@ -100,7 +100,7 @@ type request struct {
 	state  atomic.Int32
 	done   chan answer // buffered: the answer never blocks the sender
 
-	// Blocking calls only (waiters.go).
+	// Blocking calls only (combine_waiters.go).
 	limit  time.Time // TryAcquireTimeout's end; zero: none
 	queued time.Time // when it joined the waiters; zero: not a waiter
 }
@@ -260,7 +260,7 @@ func (c *Client) take(list []*request) (batch, rest []*request) {
 
 // serve makes one script call for batch and answers each request. A
 // strict batch is of waiters: no grant follows a refusal, and the refused
-// go back to the head of the waiters (waiters.go). leave, when not nil,
+// go back to the head of the waiters (combine_waiters.go). leave, when not nil,
 // is the context of the caller that runs the call on its own goroutine:
 // when it ends, so does the call.
 func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Context) {

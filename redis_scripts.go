@@ -40,7 +40,7 @@ var (
 	scriptAcquire    = redis.NewScript(luaAcquire)
 	scriptAcquireAll = redis.NewScript(guarded(luaAcquireAll))
 	// The acquire scripts for a server that may evict limiter keys
-	// (eviction.go): [0] allkeys-*, [1] volatile-*.
+	// (redis_eviction.go): [0] allkeys-*, [1] volatile-*.
 	scriptAcquireEvicts    = [2]*redis.Script{evicts(luaAcquire, "allkeys"), evicts(luaAcquire, "volatile")}
 	scriptAcquireAllEvicts = [2]*redis.Script{evicts(guarded(luaAcquireAll), "allkeys"), evicts(guarded(luaAcquireAll), "volatile")}
 	scriptRelease          = redis.NewScript(guarded(luaLib + luaGiveBack + luaRelease))

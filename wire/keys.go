@@ -1,4 +1,4 @@
-package ratelimiter
+package wire
 
 import "strings"
 
@@ -17,6 +17,20 @@ type Keys struct {
 	ClientPermits string
 }
 
+// KeysFor returns the keys of the limiter whose config key is name, for
+// the client whose id is clientID.
+func KeysFor(name, clientID string) Keys {
+	value := suffix(name, "value")
+	permits := suffix(name, "permits")
+	return Keys{
+		Config:        name,
+		Value:         value,
+		ClientValue:   suffix(value, clientID),
+		Permits:       permits,
+		ClientPermits: suffix(permits, clientID),
+	}
+}
+
 // suffix appends s the way Redisson does: a name that already carries a
 // '{' keeps its own hash tag, any other is wrapped so all keys share one.
 func suffix(name, s string) string {
@@ -26,49 +40,38 @@ func suffix(name, s string) string {
 	return "{" + name + "}:" + s
 }
 
-func keysFor(raw, clientID string) Keys {
-	value := suffix(raw, "value")
-	permits := suffix(raw, "permits")
-	return Keys{
-		Config:        raw,
-		Value:         value,
-		ClientValue:   suffix(value, clientID),
-		Permits:       permits,
-		ClientPermits: suffix(permits, clientID),
-	}
-}
-
-func (k Keys) all() []string {
+// All returns the five keys, Config first.
+func (k Keys) All() []string {
 	return []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
 }
 
-// sameSlot reports whether every key hashes to one Redis Cluster slot.
-func (k Keys) sameSlot() bool {
-	keys := k.all()
-	slot := keySlot(keys[0])
+// SameSlot reports whether every key hashes to one Redis Cluster slot.
+func (k Keys) SameSlot() bool {
+	keys := k.All()
 	for _, key := range keys[1:] {
-		if keySlot(key) != slot {
+		if Slot(key) != Slot(keys[0]) {
 			return false
 		}
 	}
 	return true
 }
 
-// sameTag reports whether all five keys hash by one tag, as go-redis's
+// SameTag reports whether all five keys hash by one tag, as go-redis's
 // Ring shards them: the hash tag if the key has one, else the whole key.
-func (k Keys) sameTag() bool {
-	keys := k.all()
+func (k Keys) SameTag() bool {
+	keys := k.All()
 	for _, key := range keys[1:] {
-		if keyTag(key) != keyTag(keys[0]) {
+		if HashTag(key) != HashTag(keys[0]) {
 			return false
 		}
 	}
 	return true
 }
 
-// keyTag is the part of key that Redis Cluster and go-redis's Ring hash:
-// the text between the first '{' and the next '}' if not empty, else key.
-func keyTag(key string) string {
+// HashTag returns the part of key that Redis Cluster and go-redis's Ring
+// hash: the text between the first '{' and the next '}' if not empty,
+// else key.
+func HashTag(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
 			return key[i+1 : i+1+j]
@@ -77,10 +80,10 @@ func keyTag(key string) string {
 	return key
 }
 
-// keySlot is Redis Cluster's HASH_SLOT: CRC16 of the key, or of its hash
-// tag (the text between the first '{' and the next '}', if not empty).
-func keySlot(key string) uint16 {
-	return crc16(keyTag(key)) & 16383
+// Slot returns key's Redis Cluster slot (HASH_SLOT): CRC16 of the key, or
+// of its hash tag, modulo 16384.
+func Slot(key string) uint16 {
+	return crc16(HashTag(key)) & 16383
 }
 
 // crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses.

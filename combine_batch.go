@@ -1,6 +1,8 @@
 package ratelimiter
 
 import (
+	"github.com/goredisson/ratelimiter/wire"
+
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +50,7 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 	for i := 0; i < memberRetries; i++ {
 		args[0], args[1] = c.stamp(), newPrefix(c.format, c.tag)
 		if form == formSingle {
-			args[1] = newMember(c.format, c.tag, uint32(ns[0]))
+			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
 		}
 		start := time.Now()
 		reply, err := eval(ctx, args...)
@@ -140,8 +142,8 @@ func millis(ms int64) time.Duration {
 
 // newPrefix returns a fresh permit record in format f without its last
 // four bytes, which the acquire script fills with the permits granted.
-func newPrefix(f MemberFormat, tag [goTagLen]byte) []byte {
-	m := newMember(f, tag, 0)
+func newPrefix(f MemberFormat, tag wire.Tag) []byte {
+	m := wire.New(f, tag, 0)
 	return m[:len(m)-4]
 }
 

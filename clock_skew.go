@@ -142,14 +142,6 @@ func (s *skewState) background(c *Client) {
 	time.AfterFunc(next, func() { s.idle.Store(false) })
 }
 
-// ClockOffset returns the offset of the last successful measurement of
-// this Client's clock against Redis (ClockSkew.Offset: positive when this
-// clock is ahead) and true, or 0 and false before the first one.
-func (c *Client) ClockOffset() (time.Duration, bool) {
-	m, ok := c.LastClockSkew()
-	return m.Offset, ok
-}
-
 // LastClockSkew returns the last successful measurement and true, or the
 // zero ClockSkew and false before the first one.
 func (c *Client) LastClockSkew() (ClockSkew, bool) {
@@ -160,7 +152,7 @@ func (c *Client) LastClockSkew() (ClockSkew, bool) {
 
 // MeasureClock measures this Client's clock against Redis's TIME now
 // (three round trips, and one pipeline reading the intervals of the
-// limiters it has used), records the result for ClockOffset, reports it
+// limiters it has used), records the result for LastClockSkew, reports it
 // to the ClockSkew hook and returns it. It fails with the Client's
 // construction error, with Redis's error, or with ctx's when ctx is done
 // first; the failure is reported to the hook too.

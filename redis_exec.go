@@ -24,10 +24,10 @@ func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 
 // evalAcquire runs the acquire script and returns its raw reply (see
 // lua/acquire.lua). On a client made with WithReplicaAck a grant also
-// waits for the replicas (replicas.go); a short acknowledgement comes back
+// waits for the replicas (redis_replicas.go); a short acknowledgement comes back
 // as a *ReplicaAckError with the reply. It waits on Redis until ctx is
 // done: callers that must return earlier wait on it from another
-// goroutine (lane.go, direct.go).
+// goroutine (combine_lane.go, combine_direct.go).
 func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 	if err := r.c.permitted(ctx, r.keyList, "acquire", needAcquire); err != nil {
 		return nil, r.c.result(err)
@@ -55,9 +55,9 @@ func (r *Limiter) runAcquire(ctx context.Context, keys []string, args []any) (an
 }
 
 // result is where the error of every Redis call the library makes ends:
-// a cluster client learns of a topology change (topology.go), script
+// a cluster client learns of a topology change (redis_topology.go), script
 // errors become sentinel errors, and an ACL refusal makes the next call
-// probe the user's permissions again (permissions.go).
+// probe the user's permissions again (redis_permissions.go).
 func (c *Client) result(err error) error {
 	err = innerScriptError(err)
 	c.observe(err)

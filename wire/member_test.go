@@ -1,0 +1,58 @@
+package wire_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/wire"
+)
+
+func TestMemberRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		f      wire.Format
+		random []byte
+		size   int
+	}{
+		{wire.Bc0I, bytes.Repeat([]byte{0xab}, 16), 21},
+		{wire.Bc0I, bytes.Repeat([]byte{0xcd}, 8), 13}, // Redisson 3.17 to 3.20
+		{wire.Lc0I, []byte("-9223372036854775808"), 32},
+		{wire.Lc0I, bytes.Repeat([]byte{7}, 8), 20}, // raw bytes, as 3.16.4 to 3.16.8 write
+		{wire.FI, []byte{1, 2, 3, 4}, 8},
+	} {
+		for _, permits := range []uint32{0, 1, 258, wire.MaxPermits} {
+			b, err := wire.Encode(tc.f, tc.random, permits)
+			require.NoError(t, err)
+			require.Len(t, b, tc.size)
+			m, err := wire.Decode(b)
+			require.NoError(t, err)
+			require.Equal(t, wire.Member{Format: tc.f, Random: tc.random, Permits: permits}, m)
+		}
+	}
+}
+
+func TestMemberErrors(t *testing.T) {
+	for _, tc := range []struct {
+		f      wire.Format
+		random []byte
+	}{
+		{wire.Bc0I, nil},
+		{wire.Bc0I, make([]byte, 256)},
+		{wire.Bc0I, make([]byte, 3)}, // 8 bytes would read as fI
+		{wire.Lc0I, nil},
+		{wire.FI, make([]byte, 8)},
+		{wire.Format(9), make([]byte, 4)},
+	} {
+		_, err := wire.Encode(tc.f, tc.random, 1)
+		require.ErrorIs(t, err, wire.ErrRandom, "%v %d", tc.f, len(tc.random))
+	}
+	for _, b := range [][]byte{nil, {1, 2, 3, 4, 5}, bytes.Repeat([]byte{0xff}, 21), make([]byte, 30)} {
+		_, err := wire.Decode(b)
+		require.ErrorIs(t, err, wire.ErrRecord, "%x", b)
+	}
+	require.Equal(t, "Bc0I", wire.Bc0I.String())
+	require.Equal(t, "Lc0I", wire.Lc0I.String())
+	require.Equal(t, "fI", wire.FI.String())
+	require.Equal(t, "Format(9)", wire.Format(9).String())
+}
