@@ -1,12 +1,12 @@
 package ratelimiter
 
 import (
-	"github.com/goredisson/ratelimiter/wire"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Reply forms of the acquire script (lua/acquire.lua).

@@ -1,8 +1,6 @@
 package ratelimiter
 
 import (
-	"github.com/goredisson/ratelimiter/wire"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // MaxParts is the most limiters one Composite holds: it bounds the work of

@@ -1,14 +1,14 @@
 package ratelimiter
 
 import (
-	"github.com/goredisson/ratelimiter/wire"
-
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Mode says who shares a limiter's budget.

@@ -1,8 +1,6 @@
 package ratelimiter
 
 import (
-	"github.com/goredisson/ratelimiter/wire"
-
 	"context"
 	"errors"
 	"math"
@@ -10,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Fairness between clients (docs/fairness.md). A permit freed in a full

@@ -1,8 +1,6 @@
 package ratelimiter
 
 import (
-	"github.com/goredisson/ratelimiter/wire"
-
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Client holds what all limiters of one process share: the Redis client,
