@@ -6,9 +6,12 @@
 // 1, 16 and 64 callers on a hot key, latency, memory, exactness; and for
 // this library against Redisson: combining, blocked callers, the caller's
 // cost, replica acknowledgement, Redis time by window size, Redis
-// instructions under callgrind, composites) and writes SVG charts.
+// instructions under callgrind, composites), a fleet section (1 to 64
+// Clients sharing one limiter beside as many RedissonClients, redis_rate
+// and the one-command floor, with redis-benchmark's floor) and writes SVG
+// charts.
 //
-//	go run . [--quick] [--url redis://host:port] [--charts DIR]
+//	go run . [--quick] [--url redis://host:port] [--charts DIR] [--no-java] [--fleet-only]
 //
 // Without --url it starts a throwaway redis-server on a free loopback port
 // (REDIS_ADDR names an existing one instead). With --url it uses that
@@ -35,6 +38,8 @@ type options struct {
 	quick  bool   // quickPlan instead of fullPlan
 	charts string // directory for the SVG charts; empty: none
 	noJava bool   // leave Redisson out
+	// fleetOnly: run the fleet section alone (its tables, no charts).
+	fleetOnly bool
 	// ownServer: the server at url is this run's alone (the tests'), so
 	// a throwaway replica may be attached to it for a while.
 	ownServer bool
@@ -45,9 +50,10 @@ type options struct {
 func main() {
 	o := options{out: os.Stdout, log: os.Stderr}
 	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
-	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (under a minute) instead of the full run (about four and a half)")
+	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (about a minute and a half) instead of the full run (about six and a half)")
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
+	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet section (Clients sharing one limiter) and print its tables")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -75,6 +81,10 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	b := &bench{rdb: rdb, plan: p, prefix: "bench:" + randomHex(4) + ":", log: o.log}
 	defer deleteKeys(context.Background(), rdb, "*"+b.prefix+"*")
+
+	if o.fleetOnly {
+		return b.fleetOnly(ctx, o, addr)
+	}
 
 	var skipped []string
 	redissonLabel := "Redisson left out"

@@ -36,9 +36,17 @@ type plan struct {
 	windowRecords []int // records in the window of the Redis-time-by-window runs
 	costRounds    int   // rounds of the window, caller's cost and replica runs
 	costCalls     int   // sequential calls per side and round in them
+
+	fleetClients []int         // the fleet section's shapes: Clients sharing one limiter
+	fleetCallers int           // callers in all, spread evenly over the Clients
+	fleetRounds  int           // rounds per shape and regime, contenders alternated in each
+	fleetWarmup  time.Duration // each contender's warm-up per shape (Redisson 3x)
+	fleetOver    fleetRegime   // most decisions refused; its run spans a window's end
+	fleetUnder   fleetRegime   // most decisions granted, at a high rate
+	rbRequests   int           // requests per redis-benchmark run (the floor beside the fleet)
 }
 
-// fullPlan is `make bench`: about 4.5 minutes on a 2-core machine.
+// fullPlan is `make bench`: about 6.5 minutes on a 2-core machine.
 var fullPlan = plan{
 	name:             "full",
 	rounds:           3,
@@ -65,6 +73,13 @@ var fullPlan = plan{
 	windowRecords:    []int{1_000, 100_000},
 	costRounds:       10,
 	costCalls:        1000,
+	fleetClients:     []int{1, 4, 16, 64},
+	fleetCallers:     64,
+	fleetRounds:      3,
+	fleetWarmup:      300 * time.Millisecond,
+	fleetOver:        fleetRegime{name: "over-asking", rate: 100, interval: 500 * time.Millisecond, run: 700 * time.Millisecond},
+	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 500 * time.Millisecond},
+	rbRequests:       100_000,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -95,4 +110,11 @@ var quickPlan = plan{
 	windowRecords:    []int{100, 1_000},
 	costRounds:       2,
 	costCalls:        100,
+	fleetClients:     []int{1, 4, 16, 64},
+	fleetCallers:     64,
+	fleetRounds:      1,
+	fleetWarmup:      100 * time.Millisecond,
+	fleetOver:        fleetRegime{name: "over-asking", rate: 50, interval: 400 * time.Millisecond, run: 500 * time.Millisecond},
+	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 200 * time.Millisecond},
+	rbRequests:       30_000,
 }

@@ -18,7 +18,7 @@ import (
 // the test server and checks that every contender was measured, the
 // tables printed and the charts written. It asserts nothing about speed.
 func TestQuickRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
 	dir := t.TempDir()
@@ -38,7 +38,9 @@ func TestQuickRun(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, r.names)
 	tables := []string{"granted path", "refused path", "### Latency", "### Redis memory", "### Exactness"}
-	for _, title := range append(tables, "### Combining", "### Blocked callers", "### The caller's cost",
+	require.NotNil(t, r.fleet)
+	for _, title := range append(tables, "### Combining", "### Fleet: Clients sharing one limiter, over-asking",
+		"### Fleet: Clients sharing one limiter, under-asking", "### The floor from redis-benchmark", "### Blocked callers", "### The caller's cost",
 		"### Replica acknowledgement", "### Redis time by records", "### Redis instructions", "### Several limits") {
 		require.Contains(t, md, title)
 	}

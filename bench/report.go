@@ -28,6 +28,7 @@ type results struct {
 	costNames   []string
 	cost        [][]costSample
 	replica     replicaResult
+	fleet       *fleetResult
 }
 
 // environment names what the numbers came from.
@@ -78,6 +79,9 @@ func (r *results) writeMarkdown(w io.Writer) {
 		r.throughputTable(w, p)
 	}
 	r.combiningTable(w)
+	if r.fleet != nil {
+		r.fleet.writeMarkdown(w, r.plan.fleetCallers)
+	}
 	r.blockedTable(w)
 	r.latencyTable(w)
 	r.costTable(w)

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFleet runs the fleet section alone, in the quick plan's size, and
+// holds this library's row at 64 Clients x 1 caller over-asking to issue
+// 24's target: at most 0.05 script calls per refused decision (local
+// refusals), with the limit held. It checks that every contender made
+// decisions at every shape and regime, what the floor and Redisson must do
+// by construction, and that the redis-benchmark floor ran when installed.
+func TestFleet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 128})
+	defer rdb.Close()
+	var log bytes.Buffer
+	b := &bench{rdb: rdb, plan: quickPlan, prefix: "bench:" + randomHex(4) + ":", log: &log}
+	defer deleteKeys(context.Background(), rdb, "*"+b.prefix+"*")
+	f, err := b.fleet(ctx, redisAddr, true)
+	require.NoError(t, err, "progress:\n%s", log.String())
+	var md bytes.Buffer
+	f.writeMarkdown(&md, b.plan.fleetCallers)
+	t.Logf("progress:\n%s\ntables:\n%s", log.String(), md.String())
+	for _, s := range f.skipped {
+		t.Logf("LEFT OUT: %s", s)
+	}
+
+	want := []string{"ratelimiter (default)", "GCRA (redis_rate v10)", floorName}
+	if len(f.skipped) == 0 {
+		want = append(want, redissonName)
+	}
+	require.ElementsMatch(t, want, f.names)
+	require.Equal(t, []fleetShape{{1, 64}, {4, 16}, {16, 4}, {64, 1}}, f.shapes, "the same 64 callers at every shape")
+	for _, g := range f.regimes {
+		for si, s := range f.shapes {
+			for i, name := range f.names {
+				ss := f.samples[g.name][si][i]
+				require.Len(t, ss, b.plan.fleetRounds)
+				require.Positive(t, ss[0].decisions, "%s, %s, %s: no decisions", g.name, s, name)
+				require.Positive(t, ss[0].scripts, "%s, %s, %s: no script calls", g.name, s, name)
+				switch name {
+				case floorName:
+					require.Equal(t, ss[0].decisions, ss[0].grants, "the floor grants every call")
+					require.EqualValues(t, -1, ss[0].most)
+				case redissonName:
+					// Its decisions are counted in the JVM, its script calls
+					// by Redis: one each (tryAcquire is one EVAL).
+					require.InDelta(t, 1, ss[0].scriptsPerDecision(), 0.05, "%s, %s: Redisson", g.name, s)
+				}
+			}
+		}
+	}
+
+	ours := slices.Index(f.names, "ratelimiter (default)")
+	over, under := f.regimes[0], f.regimes[1]
+	require.Equal(t, "over-asking", over.name)
+	for si, s := range f.shapes {
+		require.Less(t, f.at(over.name, si, ours, fleetSample.granted), 0.5, "%s over-asking: most decisions refused", s)
+		require.Greater(t, f.at(under.name, si, ours, fleetSample.granted), 0.9, "%s under-asking: most decisions granted", s)
+		m := f.mostShare(over, si, ours)
+		require.True(t, m > 0 && m <= 1, "%s over-asking: %.2fx the rate proven in one window", s, m)
+	}
+	last := len(f.shapes) - 1
+	require.Equal(t, fleetShape{64, 1}, f.shapes[last])
+	v := f.at(over.name, last, ours, fleetSample.scriptsPerRefusal)
+	require.False(t, math.IsNaN(v))
+	require.LessOrEqual(t, v, targetScriptsPerRefusal, "64 x 1 over-asking: script calls per refused decision")
+	require.Contains(t, md.String(), "Target at 64 x 1, ratelimiter (default): at most 0.05 script calls per refused decision with the limit held")
+
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		require.NotEmpty(t, f.floor.skipped)
+		return
+	}
+	require.Empty(t, f.floor.skipped)
+	require.Len(t, f.floor.samples, 2)
+	for i, ss := range f.floor.samples {
+		require.Positive(t, ss[0].perSec, f.floor.names[i])
+		require.Positive(t, ss[0].cpuUs, f.floor.names[i])
+	}
+}
+
+// TestProvenInWindow: a grant counts in a window only when its whole call
+// lies inside it.
+func TestProvenInWindow(t *testing.T) {
+	sp := func(s, e int64) [2]int64 { return [2]int64{s, e} }
+	require.Equal(t, 0, provenInWindow(nil, 10))
+	require.Equal(t, 2, provenInWindow([][2]int64{sp(0, 1), sp(9, 9)}, 10), "[0, 10) holds both")
+	require.Equal(t, 1, provenInWindow([][2]int64{sp(0, 1), sp(9, 10)}, 10), "answered at 10: not inside [0, 10)")
+	require.Equal(t, 1, provenInWindow([][2]int64{sp(0, 1), sp(10, 10)}, 10))
+	require.Equal(t, 0, provenInWindow([][2]int64{sp(0, 10)}, 10), "a call as long as the window is in none")
+	require.Equal(t, 3, provenInWindow([][2]int64{sp(5, 6), sp(0, 2), sp(20, 21), sp(3, 8), sp(14, 15)}, 10))
+	require.Equal(t, 2, provenInWindow([][2]int64{sp(5, 6), sp(0, 2), sp(20, 21), sp(3, 12), sp(14, 15)}, 10))
+}
