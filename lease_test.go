@@ -6,7 +6,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,17 +56,6 @@ func TestLeaseOptionsInvalid(t *testing.T) {
 }
 
 func nan() float64 { return math.NaN() }
-
-// stop and resume SIGSTOP and SIGCONT a redis-server of the test's own.
-func stop(t *testing.T, srv *redistest.Server) {
-	t.Helper()
-	require.NoError(t, syscall.Kill(srv.Pid(), syscall.SIGSTOP))
-}
-
-func resume(t *testing.T, srv *redistest.Server) {
-	t.Helper()
-	require.NoError(t, syscall.Kill(srv.Pid(), syscall.SIGCONT))
-}
 
 // leaseEvents collects Hooks.Lease events.
 type leaseEvents struct {
@@ -371,92 +359,4 @@ func TestLeaseContext(t *testing.T) {
 	require.Equal(t, ratelimiter.LeaseRefused, evs[0].End)
 	require.Zero(t, evs[0].HandedOut)
 	require.Equal(t, evs[0].Permits, evs[0].Returned)
-}
-
-// Redis failing mid-lease: a live lease keeps handing out what Redis
-// granted, and nothing beyond it. With the value key corrupted, the next
-// lease call fails with ErrCorruptState and writes nothing, and so does
-// the return at Close (its permits are reported Kept). With the server
-// stopped (SIGSTOP), callers get the lease's permits, a caller that needs
-// Redis gets its context's error, and once the server resumes every
-// permit not handed out is given back: the records hold exactly the
-// grants.
-func TestLeaseRedisErrors(t *testing.T) {
-	ctx := context.Background()
-	t.Run("corrupt value", func(t *testing.T) {
-		g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2, MaxPermits: 8},
-			ratelimiter.Config{Rate: 1000, Interval: time.Minute}, nil)
-		g.grant(t, 3) // the second takes a lease of 3, the third is handed out
-		value := g.rdb.Get(ctx, g.l.Keys().Value).Val()
-		require.NoError(t, g.rdb.Set(ctx, g.l.Keys().Value, "x", 0).Err())
-		before := snapshot(t, g.rdb, g.l)
-		leased := g.leased.Load()
-		var err error
-		for i := 0; i < 64 && err == nil; i++ {
-			_, err = g.l.TryAcquire(ctx, 1)
-		}
-		require.ErrorIs(t, err, ratelimiter.ErrCorruptState, "the lease call")
-		require.Positive(t, g.leased.Load()-leased, "the live lease handed out what Redis granted")
-		require.Equal(t, before, snapshot(t, g.rdb, g.l), "nothing written")
-
-		// A new lease, then the value corrupted again: Close's return fails.
-		require.NoError(t, g.rdb.Set(ctx, g.l.Keys().Value, value, 0).Err())
-		leased = g.leased.Load()
-		g.grant(t, 3)
-		require.Positive(t, g.leased.Load()-leased)
-		require.NoError(t, g.rdb.Set(ctx, g.l.Keys().Value, "x", 0).Err())
-		before = snapshot(t, g.rdb, g.l)
-		require.ErrorIs(t, g.c.Close(ctx), ratelimiter.ErrCorruptState)
-		require.Equal(t, before, snapshot(t, g.rdb, g.l), "the failed return wrote nothing")
-		evs := g.ev.all()
-		last := evs[len(evs)-1]
-		require.Equal(t, ratelimiter.LeaseClosed, last.End)
-		require.ErrorIs(t, last.Err, ratelimiter.ErrCorruptState)
-		require.Positive(t, last.Kept)
-		s := g.ev.sum()
-		require.Equal(t, s.permits, s.handed+s.returned+s.kept)
-	})
-	t.Run("SIGSTOP", func(t *testing.T) {
-		srv, err := redistest.StartWrapped(ctx, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { srv.Close() })
-		g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2, MaxPermits: 8},
-			ratelimiter.Config{Rate: 1000, Interval: time.Minute}, srv)
-		var granted int64
-		for i := 0; i < 5; i++ { // a lease of 3 (handed out), then a lease of 7
-			ok, err := g.l.TryAcquire(ctx, 1)
-			require.NoError(t, err)
-			require.True(t, ok)
-			granted++
-		}
-		stop(t, srv)
-		resumed := false
-		defer func() {
-			if !resumed {
-				resume(t, srv)
-			}
-		}()
-		var lastErr error
-		for i := 0; i < 64; i++ {
-			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			ok, err := g.l.TryAcquire(short, 1)
-			cancel()
-			if err != nil {
-				lastErr = err
-				break
-			}
-			require.True(t, ok)
-			granted++
-		}
-		require.ErrorIs(t, lastErr, context.DeadlineExceeded, "the lease ran out while Redis was stopped")
-		require.Greater(t, granted, int64(5), "granted from the lease while Redis was stopped")
-		resume(t, srv)
-		resumed = true
-		require.NoError(t, g.c.Close(ctx))
-		held, _, _ := g.held(t)
-		require.Equal(t, granted, held, "the records hold exactly the grants")
-		s := g.ev.sum()
-		t.Logf("%d grants; %d leases: %d permits, %d handed out, %d returned, %d kept", granted, s.leases, s.permits, s.handed, s.returned, s.kept)
-		require.Zero(t, s.kept)
-	})
 }
