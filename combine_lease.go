@@ -47,9 +47,9 @@ type leaseLane struct {
 	gen uint64
 	// calling: a lease call is in flight (the lane is not swept).
 	calling bool
-	// Demand: permits asked in two slots of Duration/2 each.
-	slot  [2]int64
-	epoch [2]int64
+	// Demand: permits asked in three slots of Duration/2 each.
+	slot  [3]int64
+	epoch [3]int64
 	used  time.Time // the last ask, for the sweep
 	// next is the next lease's size; 0 until a lease ended.
 	next int64
@@ -134,7 +134,7 @@ func (ls *leasing) sweep(now time.Time) {
 // count notes n permits asked at now. Call with ll.mu held.
 func (ll *leaseLane) count(now time.Time, n int64, d time.Duration) {
 	e := now.UnixNano() / int64(max(d/2, time.Millisecond))
-	i := e % 2
+	i := e % int64(len(ll.slot))
 	if ll.epoch[i] != e {
 		ll.epoch[i], ll.slot[i] = e, 0
 	}
@@ -142,13 +142,14 @@ func (ll *leaseLane) count(now time.Time, n int64, d time.Duration) {
 	ll.used = now
 }
 
-// demand returns the permits asked within the current and the previous
-// slot (about the last Duration). Call with ll.mu held.
+// demand returns the permits asked within the current slot and the two
+// before it: the last Duration at least, 1.5 × Duration at most. Call
+// with ll.mu held.
 func (ll *leaseLane) demand(now time.Time, d time.Duration) int64 {
 	e := now.UnixNano() / int64(max(d/2, time.Millisecond))
 	var sum int64
 	for i := range ll.slot {
-		if e-ll.epoch[i] <= 1 {
+		if e-ll.epoch[i] < int64(len(ll.slot)) {
 			sum += ll.slot[i]
 		}
 	}

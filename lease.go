@@ -61,9 +61,10 @@ type LeaseOptions struct {
 	// (0, 1].
 	Share float64
 	// MinDemand is the permits a Client's callers must have asked of a
-	// limiter within about the last Duration before the Client takes a
-	// lease of it: steady demand, so that a lease is mostly handed out.
-	// Zero value: the default, 8. Otherwise from 1 to MaxPermits.
+	// limiter within about the last Duration (from 1 to 1.5 Durations)
+	// before the Client takes a lease of it: steady demand, so that a
+	// lease is mostly handed out. Zero value: the default, 4. Otherwise
+	// from 1 to MaxPermits.
 	MinDemand int64
 }
 
@@ -72,7 +73,7 @@ const (
 	maxLeaseDuration      = 10 * time.Second
 	defaultLeasePermits   = 1024
 	defaultLeaseShare     = 0.1
-	defaultLeaseMinDemand = 8
+	defaultLeaseMinDemand = 4
 )
 
 // WithLeases turns leased permits on, configured by o (see LeaseOptions;
