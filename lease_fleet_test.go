@@ -173,7 +173,8 @@ func TestLeasesRealTime(t *testing.T) {
 	records := sampleRecords(t, redistest.Client(t, srv.Addr()), setup.Keys().Permits, interval, stopRecords)
 	var grants redistest.Grants
 	cs := make([]*ratelimiter.Client, clients)
-	end := time.Now().Add(3 * time.Second)
+	begin := time.Now()
+	end := begin.Add(3 * time.Second)
 	var wg sync.WaitGroup
 	for i := range cs {
 		cs[i] = ratelimiter.NewClient(redistest.Client(t, srv.Addr()), opts...)
@@ -207,6 +208,13 @@ func TestLeasesRealTime(t *testing.T) {
 	bound := int64(rate + share*rate)
 	t.Logf("%d grants (%d from leases); WorstCertain %d at %v (rate %d, bound %d); %d leases: %d permits, %d handed out, %d returned, %d kept",
 		len(list), leased.Load(), certain, at.Format("15:04:05.000"), rate, bound, s.leases, s.permits, s.handed, s.returned, s.kept)
+	var later int // leases stamped after the first interval: the window was contested then
+	for _, e := range ev.all() {
+		if e.Stamp.After(begin.Add(interval)) {
+			later++
+		}
+	}
+	t.Logf("leases stamped after the first interval: %d of %d", later, s.leases)
 	require.Positive(t, leased.Load(), "no lease was used")
 	require.LessOrEqual(t, certain, bound, "real-time bound")
 	checkWindows(t, recs, rate, interval)
