@@ -115,6 +115,16 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 		return Result{}, t.decided(ctx, d, err)
 	}
 	c := t.client()
+	if lim := asLimiter(t); c.leases != nil && lim != nil {
+		// A done context takes nothing, from a lease or from Redis.
+		if err := ctx.Err(); err != nil {
+			return Result{}, t.decided(ctx, d, err)
+		}
+		if res, ok := c.leases.take(lim, n, false); ok {
+			d.Granted, d.Leased = true, true
+			return res, t.decided(ctx, d, nil)
+		}
+	}
 	if !c.noLocal {
 		if res, ok := c.refusals.lookup(t.laneKey(), n, detail, c.clock()); ok {
 			d.RetryAfter, d.Local = res.RetryAfter, true
@@ -130,7 +140,7 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 	if !c.noLocal && a.err == nil && a.v.err == nil {
 		c.refusals.note(t.laneKey(), n, a.v.res, c.clock())
 	}
-	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch
+	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch, d.Leased = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch, a.leased
 	return a.v.res, t.decided(ctx, d, firstErr(a.err, a.v.err))
 }
 
@@ -188,6 +198,12 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	var ok bool
 	var err error
 	if err = ctx.Err(); err == nil {
+		if ls, lim := t.client().leases, asLimiter(t); ls != nil && lim != nil {
+			if _, ok := ls.take(lim, n, false); ok {
+				d.Granted, d.Leased = true, true
+				return true, t.decided(ctx, d, nil)
+			}
+		}
 		if h := t.client().hooks.Waiting; h != nil {
 			h(d.Limiter, 1)
 			defer h(d.Limiter, -1)
@@ -248,4 +264,10 @@ func checkPermits(n, w int64) error {
 		return fmt.Errorf("%w: permits %d times weight %d above %d", ErrInvalidWeights, n, w, int64(MaxPermits))
 	}
 	return nil
+}
+
+// asLimiter returns t as a *Limiter, or nil for a Composite.
+func asLimiter(t acquirer) *Limiter {
+	lim, _ := t.(*Limiter)
+	return lim
 }

@@ -112,6 +112,7 @@ type answer struct {
 	roundTrip time.Duration
 	batch     int
 	waited    time.Duration
+	leased    bool // granted from this Client's lease without a call (combine_lease.go)
 }
 
 func newRequest(ctx context.Context, p target, n int64, detail bool) *request {
@@ -264,6 +265,18 @@ func (c *Client) take(list []*request) (batch, rest []*request) {
 // is the context of the caller that runs the call on its own goroutine:
 // when it ends, so does the call.
 func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Context) {
+	var lim *Limiter
+	if c.leases != nil && !strict {
+		// Leases (combine_leasecall.go): requests a live lease holds are
+		// answered from it; the rest may go in a lease call. Waiters
+		// (strict) never lease.
+		if lim, _ = batch[0].p.(*Limiter); lim != nil {
+			var done bool
+			if batch, done = c.serveLease(lim, batch, leave); done {
+				return
+			}
+		}
+	}
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	ns := make([]int64, len(batch))
@@ -278,6 +291,9 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 		form = formSingle
 	}
 	b := c.call(ctx, leave, batch[0].p, form, ns)
+	if lim != nil {
+		c.leases.observeBatch(lim, b)
+	}
 	own := strict && c.ownWakes(l)
 	var refused []*request
 	var hints []time.Duration

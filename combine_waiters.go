@@ -45,6 +45,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		if a.batch > 0 {
 			d.RoundTrip, d.Batch = a.roundTrip, a.batch
 		}
+		d.Leased = a.leased
 		if a.err != nil || a.v.err != nil || a.v.res.Granted {
 			return a.v.res.Granted, firstErr(a.err, a.v.err)
 		}

@@ -127,6 +127,7 @@ func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts 
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
+	defer r.c.dropLease(r)() // no hand-out from a lease after the call; its rest given back
 	keepState := false
 	for _, opt := range opts {
 		keepState = keepState || opt.keepState

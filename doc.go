@@ -22,6 +22,9 @@ package ratelimiter
 //     (combine_direct.go), and refusals are answered locally for their
 //     hint (combine_localrefusal.go). fairness.go spreads the wakes
 //     beside other writers.
+//   - lease.go, combine_lease.go, combine_leasecall.go, lease_return.go:
+//     leased permits (WithLeases): the options and events, the fast path,
+//     the lease call from the lane, and the returns and Client.Close.
 //   - redis_*.go: the Redis plumbing: running the scripts (redis_exec.go,
 //     redis_scripts.go, lua/), Cluster slot map reloads, WithReplicaAck,
 //     the user's permissions and the server's eviction policy.

@@ -138,6 +138,7 @@ func (r *Limiter) Delete(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
+	defer r.c.dropLease(r)() // no hand-out from a lease after the call
 	n, err := bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Del(ctx, r.keyList...).Result()
 	})

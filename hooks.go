@@ -32,6 +32,12 @@ type Hooks struct {
 	// in progress, for a gauge of queued waiters. A call granted at once
 	// counts for its round trip.
 	Waiting func(limiter string, delta int)
+	// Lease is called when a lease (WithLeases) has ended and its unused
+	// permits were given back or could not be: what Redis granted, what the
+	// Client's callers got and what came back. It is called from the
+	// goroutine that ended the lease: a deadline timer's, a return's, a
+	// lease call's, or Close's.
+	Lease func(LeaseEvent)
 }
 
 // WithHooks installs h on the Client. A later WithHooks replaces an
@@ -94,6 +100,10 @@ type Decision struct {
 	// from an earlier refusal of the limiter whose hint has not passed
 	// (WithLocalRefusals).
 	Local bool
+	// Leased is true when the Client granted the call from its lease of
+	// the limiter without a Redis call (WithLeases); RoundTrip and Batch
+	// are then 0.
+	Leased bool
 	// Err is the error the call returned, or nil.
 	Err error
 }

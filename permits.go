@@ -21,6 +21,12 @@ func (r *Limiter) Release(ctx context.Context, n int64) error {
 	if err := r.check(checkRelease(n, 1)); err != nil || n == 0 {
 		return err
 	}
+	if r.c.leases != nil {
+		// Into the live lease first, up to what it handed out (combine_lease.go).
+		if n -= r.c.leases.refill(r, n); n == 0 {
+			return nil
+		}
+	}
 	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.c.stamp())
 	return err
 }

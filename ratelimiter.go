@@ -41,6 +41,7 @@ type Client struct {
 	refusals  refusals     // local refusals by lane key
 	perClient perClientSet // limiters found PER_CLIENT (clock.go)
 	lanes     lanes        // combining state per limiter in use (combine_lane.go)
+	leases    *leasing     // WithLeases (combine_lease.go); nil: off
 	err       error
 }
 
@@ -142,6 +143,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 		o(c)
 	}
+	c.checkLeases()
 	if c.id == "" && c.err == nil {
 		c.id = uuid.NewString()
 	}

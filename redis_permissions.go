@@ -39,6 +39,7 @@ var (
 	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zscore", "zrem", "zadd")
 	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "del", "zremrangebyscore", "set", "pttl"}
 	needTrySetRate = []string{"pexpire", "exists", "zadd", "set", "pttl"}
+	needLease      = append(append([]string(nil), needSettle...), "zscore", "zrem", "zadd", "zrange")
 )
 
 // scriptNeeds names each script's operation and its needs, for eval.
@@ -51,6 +52,7 @@ var scriptNeeds = map[*redis.Script]struct {
 	scriptAvailable:  {"AvailablePermits", needSettle},
 	scriptSetRate:    {"SetRate", needSetRate},
 	scriptTrySetRate: {"TrySetRate", needTrySetRate},
+	scriptLeaseEnd:   {"lease return", needLease},
 }
 
 // permRecheck is how long a probe that found a command denied is trusted:

@@ -40,6 +40,8 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		{"available.lua", luaLib + luaAvailable, needSettle, []string{"time"}},
 		{"release.lua", luaLib + luaGiveBack + luaRelease, needRelease, []string{"time"}},
 		{"release_all.lua", luaLib + luaGiveBack + luaReleaseAll, needRelease, []string{"time"}},
+		{"lease.lua", luaLib + luaLeaseReturn + luaLease, needLease, []string{"time"}},
+		{"lease_end.lua", luaLib + luaLeaseReturn + luaLeaseEnd, needLease, []string{"time"}},
 		// setrate.lua uses lib.lua's refresh (PEXPIRE, PTTL), no other lib command.
 		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, nil},
 		// trysetrate.lua uses lib.lua's refresh (PEXPIRE, PTTL).

@@ -116,6 +116,12 @@ const ackMargin = 5 * time.Millisecond
 // *ReplicaAckError, returned with the script's reply. Otherwise it returns
 // the script's raw reply and error.
 func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (any, error) {
+	return r.evalAckIf(ctx, s, ack, grantedAny, keys, args...)
+}
+
+// evalAckIf is evalAck for a script whose reply granted says whether it
+// granted anything (lease.lua's differs from the acquire scripts').
+func (r *Limiter) evalAckIf(ctx context.Context, s *redis.Script, ack replicaAck, granted func(any) bool, keys []string, args ...any) (any, error) {
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -160,7 +166,7 @@ func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, 
 		return nil, err
 	}
 	v, err := script.Result()
-	if err != nil || !grantedAny(v) { // nothing to acknowledge
+	if err != nil || !granted(v) { // nothing to acknowledge
 		return v, err
 	}
 	acked, werr := wait()

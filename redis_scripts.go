@@ -34,6 +34,12 @@ var (
 	luaTrySetRate string
 	//go:embed lua/expire.lua
 	luaExpire string
+	//go:embed lua/lease_return.lua
+	luaLeaseReturn string
+	//go:embed lua/lease.lua
+	luaLease string
+	//go:embed lua/lease_end.lua
+	luaLeaseEnd string
 )
 
 var (
@@ -49,6 +55,10 @@ var (
 	scriptSetRate          = redis.NewScript(guarded(luaLib + luaSetRate))
 	scriptTrySetRate       = redis.NewScript(guarded(luaLib + luaTrySetRate))
 	scriptExpire           = redis.NewScript(luaExpire)
+	// The lease scripts (combine_leasecall.go, lease_return.go) share
+	// lease_return.lua's returnRecord.
+	scriptLease    = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLease))
+	scriptLeaseEnd = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLeaseEnd))
 )
 
 // guarded wraps a script that raises its errors with error({err = ...})

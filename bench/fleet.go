@@ -54,6 +54,9 @@ type fleetRun func(ctx context.Context, d, w time.Duration) (decisions, grants, 
 type fleetSide struct {
 	name   string
 	noRule bool // the floor: grants every call
+	// leases, for a side with leased permits, sums its Clients' lease
+	// events of the run in progress (each run starts it afresh).
+	leases *leaseTally
 	// start makes the shape's Clients (one per s.clients, on env's
 	// connections); they live for every run of the shape, as a fleet's
 	// would, so that what a Client does once (this library probes its
@@ -66,17 +69,14 @@ type fleetSide struct {
 type fleetClients func(ctx context.Context, key string, rate int64, interval time.Duration) (fleetRun, error)
 
 // fleetSides are the fleet section's contenders, this library first. A
-// row for another configuration of this library is one line here; leased
-// permits, once ratelimiter.WithLease exists, will be
-//
-//	oursFleet("ratelimiter WithLease(...)", ratelimiter.WithLease(...)),
-//
-// and the report gives it the same columns, its ratio to Redisson and the
-// targets (targetScriptsPerRefusal, targetCPUPerGrant) that every
-// "ratelimiter" row is held to.
+// row for another configuration of this library is one line here; the
+// report gives it the same columns, its ratio to Redisson and the targets
+// (targetScriptsPerRefusal, targetCPUPerGrant) that every "ratelimiter"
+// row is held to.
 func fleetSides(java bool) []fleetSide {
 	sides := []fleetSide{
 		oursFleet("ratelimiter (default)"),
+		leaseFleet(leaseName, ratelimiter.LeaseOptions{}),
 	}
 	if java {
 		sides = append(sides, redissonFleet())
@@ -106,6 +106,73 @@ func oursFleet(name string, opts ...ratelimiter.Option) fleetSide {
 			return goFleet(ds, s, true), nil
 		}, nil
 	}}
+}
+
+// leaseName is the fleet row of leased permits, with the defaults.
+const leaseName = "ratelimiter WithLeases"
+
+// leaseFleet is this library with leased permits (ratelimiter.WithLeases
+// with o): as oursFleet, but a run's Clients are made for the run, each
+// warmed with one grant before the measurement (its permission probe and
+// eviction check), and closed at its end, inside the measurement, so that
+// the returns of the leases' unused permits are counted in the run's
+// Redis CPU and script calls. Their lease events are summed in the side's
+// tally.
+func leaseFleet(name string, o ratelimiter.LeaseOptions) fleetSide {
+	tally := &leaseTally{}
+	return fleetSide{name: name, leases: tally, start: func(ctx context.Context, env *fleetEnv, s fleetShape) (fleetClients, error) {
+		opts := []ratelimiter.Option{ratelimiter.WithLeases(o), ratelimiter.WithHooks(ratelimiter.Hooks{Lease: tally.add})}
+		return func(ctx context.Context, key string, rate int64, iv time.Duration) (fleetRun, error) {
+			cs := make([]*ratelimiter.Client, len(env.rdbs))
+			ds := make([]func(context.Context) (bool, error), len(cs))
+			for i, rdb := range env.rdbs {
+				cs[i] = ratelimiter.NewClient(rdb, opts...)
+				l := cs[i].Limiter(key)
+				if i == 0 {
+					if _, err := l.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: rate, Interval: iv}); err != nil {
+						return nil, err
+					}
+				}
+				if _, err := l.TryAcquire(ctx, 1); err != nil {
+					return nil, err
+				}
+				ds[i] = func(ctx context.Context) (bool, error) { return l.TryAcquire(ctx, 1) }
+			}
+			tally.reset()
+			run := goFleet(ds, s, true)
+			return func(ctx context.Context, d, w time.Duration) (int64, int64, int64, error) {
+				dec, grants, most, err := run(ctx, d, w)
+				for _, c := range cs {
+					err = errors.Join(err, c.Close(ctx))
+				}
+				return dec, grants, most, err
+			}, nil
+		}, nil
+	}}
+}
+
+// leaseTally sums lease events (Hooks.Lease).
+type leaseTally struct {
+	mu                       sync.Mutex
+	permits, handed, kept, n int64
+}
+
+func (t *leaseTally) add(e ratelimiter.LeaseEvent) {
+	t.mu.Lock()
+	t.permits, t.handed, t.kept, t.n = t.permits+e.Permits, t.handed+e.HandedOut, t.kept+e.Kept, t.n+1
+	t.mu.Unlock()
+}
+
+func (t *leaseTally) reset() {
+	t.mu.Lock()
+	t.permits, t.handed, t.kept, t.n = 0, 0, 0, 0
+	t.mu.Unlock()
+}
+
+func (t *leaseTally) read() (permits, handed, kept, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.permits, t.handed, t.kept, t.n
 }
 
 // redissonFleet is Java Redisson: one RedissonClient per Client, all in
@@ -265,6 +332,29 @@ type fleetSample struct {
 	cpu               time.Duration // Redis CPU (user + sys) meanwhile
 	run               time.Duration
 	most              int64 // most grants proven in one window of the interval; -1: no rule
+	// Leased permits (a side with leases): the permits of the run's leases,
+	// those handed out, those neither handed out nor given back, and the
+	// leases.
+	leasePermits, leaseHanded, leaseKept, leases int64
+}
+
+// unusedShare is the share of lease permits not handed out (given back,
+// or kept); NaN without leases.
+func (s fleetSample) unusedShare() float64 {
+	if s.leasePermits == 0 {
+		return math.NaN()
+	}
+	return float64(s.leasePermits-s.leaseHanded) / float64(s.leasePermits)
+}
+
+// leasedShare is the share of grants whose permits came from lease
+// records (handed out, or to the lease call's own callers); NaN without
+// leases.
+func (s fleetSample) leasedShare() float64 {
+	if s.leasePermits == 0 {
+		return math.NaN()
+	}
+	return float64(s.leaseHanded) / float64(max(s.grants, 1))
 }
 
 func (s fleetSample) perSec() float64 { return float64(s.decisions) / s.run.Seconds() }
@@ -445,7 +535,11 @@ func (b *bench) fleetRun(ctx context.Context, side fleetSide, cs fleetClients, s
 	if side.noRule {
 		most = -1
 	}
-	return fleetSample{decisions: dec, grants: grants, scripts: d.scriptCalls, cpu: d.cpu, run: g.run, most: most}, nil
+	smp := fleetSample{decisions: dec, grants: grants, scripts: d.scriptCalls, cpu: d.cpu, run: g.run, most: most}
+	if side.leases != nil {
+		smp.leasePermits, smp.leaseHanded, smp.leaseKept, smp.leases = side.leases.read()
+	}
+	return smp, nil
 }
 
 // at returns the median over the rounds of f for contender i at shape si,
@@ -556,6 +650,9 @@ func (r *fleetResult) targets(w io.Writer, g fleetRegime, ref int) {
 				"%s script calls, limit %s: **%s**.\n\n", s, name, targetScriptsPerRefusal, nanDash(v, 4), heldWord(m),
 				metWord(v <= targetScriptsPerRefusal && m >= 0 && m <= 1))
 		case "under-asking":
+			if name == leaseName {
+				r.leaseLine(w, g, si)
+			}
 			if ref < 0 {
 				fmt.Fprintf(w, "Target at %s, %s: at most %.2fx Redisson's Redis CPU per granted decision: no Redisson in this run.\n\n",
 					s, name, targetCPUPerGrant)
@@ -598,4 +695,27 @@ func nanDash(v float64, digits int) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.*f", digits, v)
+}
+
+// leaseLine prints, under the under-asking table, the lease row's leased
+// permits at the largest fleet: the share of grants that came from lease
+// records and the share of lease permits left unused (given back by the
+// lease's end, or kept), medians of the rounds.
+func (r *fleetResult) leaseLine(w io.Writer, g fleetRegime, si int) {
+	i := slices.Index(r.names, leaseName)
+	var kept, leases int64
+	for _, s := range r.samples[g.name][si][i] {
+		kept, leases = kept+s.leaseKept, leases+s.leases
+	}
+	fmt.Fprintf(w, "Leases at %s, %s: %s of the grants from lease records, %s of the lease permits left unused "+
+		"(given back; %d kept), %d leases in %d round(s).\n\n", r.shapes[si], leaseName,
+		pct(r.at(g.name, si, i, fleetSample.leasedShare)), pct(r.at(g.name, si, i, fleetSample.unusedShare)),
+		kept, leases, len(r.samples[g.name][si][i]))
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
 }

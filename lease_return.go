@@ -1,0 +1,273 @@
+package ratelimiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The ends of leases (lease.go) and the return of their unused permits
+// (lua/lease_end.lua, idempotent), and Client.Close.
+
+// leaseReturnTimeout bounds a return sent in the background.
+const leaseReturnTimeout = 5 * time.Second
+
+// leaseWork counts a Client's lease calls and returns in flight, so that
+// Close can wait for them. A lease call begins only before Close; a return
+// is counted by whoever ends the lease, under the lane's lock, before the
+// lock is released, so that Close, which ends every live lease under the
+// same locks after closing, never misses one.
+type leaseWork struct {
+	mu     sync.Mutex
+	closed bool
+	n      int
+	zero   chan struct{} // closed when n drops to 0; nil while n == 0
+}
+
+// begin counts a lease call, unless Close was called (false).
+func (w *leaseWork) begin() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.addLocked()
+	return true
+}
+
+// add counts a return.
+func (w *leaseWork) add() {
+	w.mu.Lock()
+	w.addLocked()
+	w.mu.Unlock()
+}
+
+func (w *leaseWork) addLocked() {
+	if w.n == 0 {
+		w.zero = make(chan struct{})
+	}
+	w.n++
+}
+
+// done ends what begin or add counted.
+func (w *leaseWork) done() {
+	w.mu.Lock()
+	if w.n--; w.n == 0 {
+		close(w.zero)
+		w.zero = nil
+	}
+	w.mu.Unlock()
+}
+
+// wait returns nil once nothing is in flight, or ctx's error.
+func (w *leaseWork) wait(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		if w.n == 0 {
+			w.mu.Unlock()
+			return nil
+		}
+		ch := w.zero
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// end ends l, if it has not ended, and returns its unused permits (none
+// for nil). The lease's end (its return and its event) is counted as work
+// in flight: the caller completes it with finish after unlocking, or with
+// replaced after the lease call that gave the rest back. Call with ll.mu
+// held.
+func (ls *leasing) end(ll *leaseLane, l *lease, now time.Time) int64 {
+	if l == nil || l.ended {
+		return 0
+	}
+	l.ended = true
+	l.endedAt = now
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if ll.cur == l {
+		ll.cur = nil
+	}
+	ll.sized(l, ls.opts, now)
+	u := l.left
+	l.left = 0
+	ls.work.add()
+	return u
+}
+
+// expire ends l at its deadline and gives back what it did not hand out.
+func (c *Client) expire(l *lease) {
+	ll := l.ll
+	ll.mu.Lock()
+	if l.ended {
+		ll.mu.Unlock()
+		return
+	}
+	why := LeaseExpired
+	if l.left == 0 {
+		why = LeaseExhausted
+	}
+	u := c.leases.end(ll, l, time.Now())
+	ll.mu.Unlock()
+	c.finish(l, u, why)
+}
+
+// finish completes the end of l, which end counted: it gives back the u
+// unused permits in the background, when there are some, and reports l's
+// end to Hooks.Lease.
+func (c *Client) finish(l *lease, u int64, why LeaseEnd) {
+	if u <= 0 {
+		c.leaseEnded(l, why, 0, 0, nil)
+		c.leases.work.done()
+		return
+	}
+	go func() {
+		defer c.leases.work.done()
+		ctx, cancel := context.WithTimeout(context.Background(), leaseReturnTimeout)
+		defer cancel()
+		given, err := c.giveBackLease(ctx, l, u)
+		c.leaseEnded(l, why, given, u-given, err)
+	}()
+}
+
+// giveBackLease runs lease_end.lua: the idempotent return of u permits of
+// l's record. A return whose outcome is unknown (no reply: a network
+// error) is sent once more.
+func (c *Client) giveBackLease(ctx context.Context, l *lease, u int64) (int64, error) {
+	lim := l.ll.lim
+	var given int64
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		given, err = lim.eval(ctx, scriptLeaseEnd, lim.keyList, c.stamp(), l.member, u)
+		if err == nil || ctx.Err() != nil || !unknownOutcome(err) {
+			break
+		}
+	}
+	if given < 0 || given > u {
+		given = 0 // a reply the script cannot give: nothing counted as returned
+	}
+	return given, err
+}
+
+// unknownOutcome reports whether err leaves it unknown whether the script
+// ran: no reply came (a network error, a timeout).
+func unknownOutcome(err error) bool {
+	return !errors.Is(err, ErrNotInitialized) && !errors.Is(err, ErrCorruptState) &&
+		!errors.Is(err, ErrPermissionDenied) && !isRedisReply(err)
+}
+
+// isRedisReply reports whether err is an error reply from Redis: the
+// command reached it.
+func isRedisReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// leaseEnded reports l's end to Hooks.Lease.
+func (c *Client) leaseEnded(l *lease, why LeaseEnd, returned, kept int64, err error) {
+	h := c.hooks.Lease
+	if h == nil {
+		return
+	}
+	h(LeaseEvent{
+		Limiter: l.ll.lim.name, Permits: l.total, HandedOut: l.handed, Returned: returned, Kept: kept,
+		Stamp: time.UnixMilli(l.stamp), Held: l.endedAt.Sub(l.sentAt), End: why, Err: err,
+	})
+}
+
+// dropLease ends lim's live lease before this Client's SetRate, UpdateRate
+// or Delete of it (no permit of it is handed out after the call), and
+// returns a function, to run after the call, that gives back its unused
+// permits (a no-op in Redis when the call deleted the record) and ends any
+// lease whose call was in flight meanwhile. The rate is forgotten: the next
+// plan learns it again.
+func (c *Client) dropLease(r *Limiter) func() {
+	ls := c.leases
+	if ls == nil {
+		return func() {}
+	}
+	if _, ok := ls.m.Load(r.keys.Config); !ok {
+		return func() {}
+	}
+	drop := func() (*lease, int64) {
+		ll := ls.lane(r)
+		defer ll.mu.Unlock()
+		ll.gen++
+		ll.known = false
+		l := ll.cur
+		return l, ls.end(ll, l, time.Now())
+	}
+	l, u := drop()
+	return func() {
+		if l != nil {
+			c.finish(l, u, LeaseDropped)
+		}
+		if l2, u2 := drop(); l2 != nil {
+			c.finish(l2, u2, LeaseDropped)
+		}
+	}
+}
+
+// Close ends every live lease of the Client (WithLeases) and gives back
+// their unused permits, one script call per limiter holding a lease, and
+// waits until those and every other lease call or return in flight have
+// ended, or until ctx is done. From then on the Client takes no lease:
+// every acquisition goes to Redis, as without WithLeases. It does not
+// close the Redis client, which the caller owns; the Client stays usable,
+// and Close may be called again. Without leases it does nothing and
+// returns nil. It returns the returns' errors (each naming its limiter)
+// and ctx's error when ctx ended the wait, joined; permits whose return
+// failed come back when their record expires.
+func (c *Client) Close(ctx context.Context) error {
+	ls := c.leases
+	if ls == nil {
+		return nil
+	}
+	ls.work.mu.Lock()
+	ls.work.closed = true
+	ls.closed.Store(true)
+	ls.work.mu.Unlock()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	ls.m.Range(func(_, v any) bool {
+		ll := v.(*leaseLane)
+		ll.mu.Lock()
+		l := ll.cur
+		u := ls.end(ll, l, time.Now())
+		ll.mu.Unlock()
+		switch {
+		case l == nil:
+		case u == 0:
+			c.finish(l, 0, LeaseClosed)
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer ls.work.done()
+				given, err := c.giveBackLease(ctx, l, u)
+				c.leaseEnded(l, LeaseClosed, given, u-given, err)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, l.ll.lim.wrap(err))
+					mu.Unlock()
+				}
+			}()
+		}
+		return true
+	})
+	wg.Wait()
+	if err := ls.work.wait(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
