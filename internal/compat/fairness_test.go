@@ -11,18 +11,30 @@ import (
 // at least 95% of the rate over the run (by record scores). The band is
 // the per-run band. It is wide because the window's records
 // clump: one side often takes most of the permits that free at once.
+//
+// The steady state starts an interval after both sides' first grants
+// (loadResult). The Go Clients take the whole first window before the
+// JVM's first calls arrive, so Java joins at a probe window, up to 12 s
+// of the wall clock later (docs/fairness.md); counted from the start,
+// that wait read as a low share. In runs beside the whole suite Java's
+// first permit came 3-6 s in, and those runs gave 40-43% from the start
+// where every census after the join saw 45-55%; the two failures of 28
+// such runs (24% and 29%) were of that kind. The join has its own check:
+// at least 10 s of steady state, so Java's first grant within 19 s: one
+// probe window, or the next after a missed one. What the share no longer
+// catches: a slow join, up to that bound, which this test logs.
+//
 // Measured spread: the equal-demand rows of docs/fairness.md (6 runs
-// each, light load) are 49-61%. Run 28 times with the whole core suite
-// running beside it (CI runs it alone, -p 1): 3.16.3 50-56% in 27 runs;
-// 4.7.0 mean 44%, 34-51% in 26 and 24% and 29% in two, failures: a JVM
-// slowed by that load takes fewer of the permits left to it, and the
-// share cannot tell a slow Java side from a starved one.
+// each, light load) are 49-61%.
 func TestFairShare(t *testing.T) {
 	const dur = 30 * time.Second
 	for _, v := range []string{"4.7.0", "3.16.3"} {
 		t.Run(v, func(t *testing.T) {
 			r := runLoad(t, v, loadSpec{mode: "acquire", dur: dur, javaThreads: loadWorkers, goN: loadWorkers, goClients: 2})
 			want := loadRate * int(dur/loadInterval)
+			if r.steadyMs < 10_000 {
+				t.Errorf("steady state of %d ms: Java's first grant came %d ms into the run, Go's %d ms", r.steadyMs, r.javaJoinMs, r.goJoinMs)
+			}
 			if share := r.javaShare(); share < 30 || share > 70 {
 				t.Errorf("Java got %d and Go %d of %d steady-state grants: Java %.0f%%, outside 30-70%%", r.java, r.goSide, r.java+r.goSide, share)
 			}

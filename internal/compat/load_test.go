@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,12 +86,16 @@ type loadSpec struct {
 	opts                        []ratelimiter.Option
 }
 
-// loadResult is what a run of the mixed load granted from its second
-// interval on (the first grants the whole budget at once): the steady
-// state, where the sides compete for freed permits.
+// loadResult is what a run of the mixed load granted in its steady state,
+// where the sides compete for freed permits: from an interval after both
+// sides' first grants (the first interval grants the whole budget at
+// once), to the end.
 type loadResult struct {
 	java, goSide int // steady-state grants
 	total        int // grants within the run
+	// javaJoinMs, goJoinMs: each side's first grant, ms after the start
+	// (-1: none); steadyMs: how long the steady state lasted.
+	javaJoinMs, goJoinMs, steadyMs int64
 }
 
 // javaShare is Java's share of the steady-state grants in percent.
@@ -312,8 +317,26 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	// The split at equal demand (docs/differences.md, "Fairness in a mixed fleet"): by
 	// the time each grant returned (Java's acquire-mode times are those
 	// too), from the second interval on.
+	// The steady state starts an interval after both sides hold a grant.
+	// A side that starts after the other has filled the window is joining,
+	// not competing: a JVM whose first calls come after the Go Clients took
+	// the whole budget gets in at a probe window (docs/fairness.md), up to
+	// probeEvery (12 s) later, and a run that counted from the start would
+	// charge that wait to the steady-state share (it did: in runs beside
+	// the whole suite, Java's first permit came 3-6 s in, and those runs
+	// gave 40-43% where each census after the join saw 45-55%).
 	res := loadResult{total: inDur}
 	from := startMs + iv
+	res.javaJoinMs, res.goJoinMs = -1, -1
+	if len(jr.times) > 0 {
+		res.javaJoinMs = slices.Min(jr.times) - startMs
+		from = max(from, startMs+res.javaJoinMs+iv)
+	}
+	if len(goDone) > 0 {
+		res.goJoinMs = slices.Min(goDone) - startMs
+		from = max(from, startMs+res.goJoinMs+iv)
+	}
+	res.steadyMs = max(0, endMs-from)
 	for _, x := range jr.times {
 		if x >= from && x < endMs {
 			res.java++
@@ -325,7 +348,8 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 		}
 	}
 	if goWorkers > 0 {
-		t.Logf("SHARE %s %s combined=%v: steady state java %d, go %d: java %.0f%%", v, mode, combined, res.java, res.goSide, res.javaShare())
+		t.Logf("SHARE %s %s combined=%v: steady state (%d ms from +%d ms; first grants: java +%d ms, go +%d ms) java %d, go %d: java %.0f%%",
+			v, mode, combined, res.steadyMs, from-startMs, res.javaJoinMs, res.goJoinMs, res.java, res.goSide, res.javaShare())
 	}
 	return res
 }
