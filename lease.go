@@ -52,19 +52,20 @@ type LeaseOptions struct {
 	// MaxPermits is the largest lease a Client takes of one limiter. Sizes
 	// follow demand: about 1.25 × the permits the Client's callers asked in
 	// the last Duration, at most doubling from one lease to the next. Zero
-	// value: the default, 1024. Otherwise from 1 to MaxPermits.
+	// value: the default, 1024. Otherwise from 1 to the package constant
+	// MaxPermits.
 	MaxPermits int64
 	// Share is the most of the rate that a window may hold after a lease
 	// is granted: leases are taken only while a limiter is at most this
 	// full, and a real-time window of the interval holds at most
 	// (1 + Share) × the rate. Zero value: the default, 0.1. Otherwise in
-	// (0, 1].
+	// [0.000001, 1], used in steps of a millionth (rounded to the nearest).
 	Share float64
 	// MinDemand is the permits a Client's callers must have asked of a
 	// limiter within about the last Duration (from 1 to 1.5 Durations)
 	// before the Client takes a lease of it: steady demand, so that a
 	// lease is mostly handed out. Zero value: the default, 4. Otherwise
-	// from 1 to MaxPermits.
+	// from 1 to the package constant MaxPermits.
 	MinDemand int64
 }
 
@@ -111,6 +112,8 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 		return o, invalid("lease max permits %d out of range [0, %d]", o.MaxPermits, int64(MaxPermits))
 	case math.IsNaN(o.Share) || o.Share < 0 || o.Share > 1:
 		return o, invalid("lease share %v out of range [0, 1]", o.Share)
+	case o.Share != 0 && o.Share*shareScale < 1:
+		return o, invalid("lease share %v under a millionth, its step", o.Share)
 	case o.MinDemand < 0 || o.MinDemand > MaxPermits:
 		return o, invalid("lease min demand %d out of range [0, %d]", o.MinDemand, int64(MaxPermits))
 	}

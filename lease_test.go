@@ -35,6 +35,7 @@ func TestLeaseOptionsInvalid(t *testing.T) {
 		{"negative size", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MaxPermits: -1})}},
 		{"huge size", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MaxPermits: 1 << 33})}},
 		{"negative share", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: -0.1})}},
+		{"share under a millionth", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: 4e-7})}},
 		{"share above 1", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: 1.5})}},
 		{"NaN share", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: nan()})}},
 		{"negative demand", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MinDemand: -1})}},
