@@ -238,8 +238,8 @@ func TestLeaseClose(t *testing.T) {
 	require.NoError(t, g.c.Close(ctx), "Close again")
 }
 
-// This Client's SetRate, UpdateRate and Delete end its lease before the
-// call: nothing is handed out from it after; with KeepState the record
+// This Client's SetRate, UpdateRate, Delete and Expire* end its lease
+// before the call: nothing is handed out from it after; with KeepState the record
 // keeps only the permits handed out; without, the record is gone and the
 // return gives nothing back.
 func TestLeaseSetRateAndDelete(t *testing.T) {
@@ -261,6 +261,8 @@ func TestLeaseSetRateAndDelete(t *testing.T) {
 			return l.SetRate(ctx, ratelimiter.Config{Rate: 500, Interval: time.Minute})
 		}, 0},
 		{"Delete", func(l *ratelimiter.Limiter) error { _, err := l.Delete(ctx); return err }, 0},
+		{"Expire", func(l *ratelimiter.Limiter) error { _, err := l.Expire(ctx, time.Hour); return err }, 10},
+		{"ExpireAt", func(l *ratelimiter.Limiter) error { _, err := l.ExpireAt(ctx, time.Now().Add(time.Hour)); return err }, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2},
