@@ -45,19 +45,25 @@ func (r leaseReply) ackErr() bool { return r.err != nil && errors.Is(r.err, ErrR
 func (c *Client) serveLease(lim *Limiter, batch []*request, leave context.Context) ([]*request, bool) {
 	ls := c.leases
 	rest := make([]*request, 0, len(batch))
-	var need int64
+	var need, left int64
 	for _, q := range batch {
 		if q.state.Load() == reqGone {
 			continue // answered already (combine_lane.go, await)
 		}
 		if res, ok := ls.take(lim, q.n, true); ok {
 			if !q.answer(answer{v: verdict{res: res}, leased: true}) {
-				ls.refill(lim, q.n) // its caller left: back into the lease
+				left += q.n
 			}
 			continue
 		}
 		rest = append(rest, q)
 		need += q.n
+	}
+	if left > 0 {
+		// Handed out to callers that had gone: back into the lease, or, if
+		// it ended meanwhile, released (Limiter.Release tries the lease
+		// first), as below.
+		c.giveBack(lim, left)
 	}
 	if len(rest) == 0 {
 		return nil, true
