@@ -363,3 +363,57 @@ func TestLeaseContext(t *testing.T) {
 	require.Zero(t, evs[0].HandedOut)
 	require.Equal(t, evs[0].Permits, evs[0].Returned)
 }
+
+// While this Client's SetRate, UpdateRate, Delete or Expire* of a limiter
+// is in progress (between the two halves of dropLease) no lease is taken
+// or handed out, whether or not the Client had lease state for the limiter
+// before: a lease taken then could be handed out after the call deleted
+// its record. Here another Client's SetRate resets the limiter in the
+// middle, as the call's script would; the grants after it are all in
+// records.
+func TestLeaseDuringSetRate(t *testing.T) {
+	ctx := context.Background()
+	cfg := ratelimiter.Config{Rate: 1000, Interval: time.Minute}
+	srv := ownServer(t)
+	for _, before := range []int{0, 5} { // no lane yet; a live lease
+		g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2}, cfg, srv)
+		g.grant(t, before)
+		after := ratelimiter.DropLease(g.l)
+		leased := g.leased.Load()
+		g.grant(t, 5)
+		require.NoError(t, g.other.SetRate(ctx, cfg)) // the records are reset
+		g.grant(t, 5)
+		require.Equal(t, leased, g.leased.Load(), "before %d: no grant from a lease while dropping", before)
+		after()
+		require.NoError(t, g.c.Close(ctx))
+		held, _, _ := g.held(t)
+		require.Equal(t, int64(5), held, "before %d: the grants after the reset", before)
+	}
+}
+
+// An abandoned lease call holds its lane's lease calls until its reply
+// comes: a second caller whose lease call would overlap it goes to
+// acquire.lua instead, so only one lease is taken (and given back whole).
+func TestLeaseAbandonedCallsDoNotOverlap(t *testing.T) {
+	ctx := context.Background()
+	g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2},
+		ratelimiter.Config{Rate: 1000, Interval: time.Minute}, nil)
+	g.grant(t, 5) // a lease of 3 (handed out), then a lease of 7: lease.lua is loaded
+	pauseScripts(t, g.rdb, time.Second)
+	for i := 0; i < 2; i++ { // more than the lease holds: to the lane
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := g.l.TryAcquire(short, 20)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	require.NoError(t, g.c.Close(ctx)) // waits for the abandoned lease call's reply
+	var refused []ratelimiter.LeaseEvent
+	for _, ev := range g.ev.all() {
+		if ev.End == ratelimiter.LeaseRefused {
+			refused = append(refused, ev)
+		}
+	}
+	require.Len(t, refused, 1, "one lease call")
+	require.Equal(t, refused[0].Permits, refused[0].Returned)
+	eventually(t, "the abandoned grants given back", func() bool { h, _, _ := g.held(t); return h == 5 })
+}
