@@ -12,9 +12,10 @@ import (
 // Redis call.
 
 const (
-	// maxLeaseLanes bounds the limiters a Client keeps lease state for:
-	// above it, lanes with no live lease and no demand for a second are
-	// dropped, at most once a second.
+	// maxLeaseLanes is the lane count above which making a lane sweeps
+	// (at most once a second): lanes with no live lease, no lease call, no
+	// SetRate or Delete in progress and no demand for a second are dropped.
+	// It is not a hard bound: lanes in use are kept.
 	maxLeaseLanes = 4096
 	// shareScale is Share's unit in lease.lua: millionths.
 	shareScale = 1_000_000
