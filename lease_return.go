@@ -15,6 +15,10 @@ import (
 // leaseReturnTimeout bounds a return sent in the background.
 const leaseReturnTimeout = 5 * time.Second
 
+// leaseReturnPause is the pause before a return whose outcome is unknown is
+// sent again: a broken connection is then likely replaced.
+const leaseReturnPause = 50 * time.Millisecond
+
 // leaseWork counts a Client's lease calls and returns in flight, so that
 // Close can wait for them. A lease call begins only before Close; a return
 // is counted by whoever ends the lease, under the lane's lock, before the
@@ -143,12 +147,21 @@ func (c *Client) finish(l *lease, u int64, why LeaseEnd) {
 
 // giveBackLease runs lease_end.lua: the idempotent return of u permits of
 // l's record. A return whose outcome is unknown (no reply: a network
-// error) is sent once more.
+// error) is sent once more, after leaseReturnPause.
 func (c *Client) giveBackLease(ctx context.Context, l *lease, u int64) (int64, error) {
 	lim := l.ll.lim
 	var given int64
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(leaseReturnPause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return 0, err
+			}
+		}
 		given, err = lim.eval(ctx, scriptLeaseEnd, lim.keyList, c.stamp(), l.member, u)
 		if err == nil || ctx.Err() != nil || !unknownOutcome(err) {
 			break
