@@ -266,29 +266,16 @@ func (ls *leasing) observeBatch(lim *Limiter, b batchReply) {
 // granted is given back when its reply comes (the whole record: none of it
 // was handed out), and the replaced lease's end is settled then.
 func (c *Client) callLease(ctx, leave context.Context, ll *leaseLane, need, want int64, prev *lease, unused int64) leaseReply {
-	var left <-chan struct{}
-	if leave != nil {
-		left = leave.Done()
-	}
-	run := func() leaseReply { return ll.lim.takeLease(ctx, need, want, c.leases.share, prev, unused) }
-	if ctx.Done() == nil && left == nil {
-		return run()
-	}
-	done := make(chan leaseReply, 1)
-	go func() { done <- run() }()
-	var err error
-	select {
-	case r := <-done:
+	r, late, err := runOrLeave(ctx, leave, func() leaseReply {
+		return ll.lim.takeLease(ctx, need, want, c.leases.share, prev, unused)
+	})
+	if late == nil {
 		return r
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-left:
-		err = leave.Err()
 	}
 	c.leases.work.add() // the reply's handling below
 	go func() {
 		defer c.leases.work.done()
-		r := <-done
+		r := <-late
 		ll.mu.Lock()
 		ll.calling = false // now the next lease call may be planned
 		ll.mu.Unlock()
