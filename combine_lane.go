@@ -326,26 +326,12 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 // grants, when it ends, is given back: its callers have been answered with
 // their context's error.
 func (c *Client) call(ctx, leave context.Context, p target, form string, ns []int64) batchReply {
-	var left <-chan struct{}
-	if leave != nil {
-		left = leave.Done()
-	}
-	if ctx.Done() == nil && left == nil {
-		return p.decide(ctx, form, ns)
-	}
-	done := make(chan batchReply, 1)
-	go func() { done <- p.decide(ctx, form, ns) }()
-	var err error
-	select {
-	case b := <-done:
+	b, late, err := runOrLeave(ctx, leave, func() batchReply { return p.decide(ctx, form, ns) })
+	if late == nil {
 		return b
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-left:
-		err = leave.Err()
 	}
 	go func() {
-		b := <-done
+		b := <-late
 		var granted int64
 		for i, v := range b.verdicts {
 			if v.res.Granted {
@@ -357,6 +343,30 @@ func (c *Client) call(ctx, leave context.Context, p target, form string, ns []in
 		}
 	}()
 	return batchReply{err: err}
+}
+
+// runOrLeave runs run and returns its result, or returns early when ctx
+// or leave (if not nil) is done: then late (nil otherwise) delivers the
+// result when run ends, and err is why it returned early.
+func runOrLeave[T any](ctx, leave context.Context, run func() T) (r T, late <-chan T, err error) {
+	var left <-chan struct{}
+	if leave != nil {
+		left = leave.Done()
+	}
+	if ctx.Done() == nil && left == nil {
+		return run(), nil, nil
+	}
+	done := make(chan T, 1)
+	go func() { done <- run() }()
+	select {
+	case r := <-done:
+		return r, nil, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-left:
+		err = leave.Err()
+	}
+	return r, done, err
 }
 
 // giveBackTimeout bounds the release of permits granted to callers that

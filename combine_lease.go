@@ -12,9 +12,10 @@ import (
 // Redis call.
 
 const (
-	// maxLeaseLanes bounds the limiters a Client keeps lease state for:
-	// above it, lanes with no live lease and no demand for a second are
-	// dropped, at most once a second.
+	// maxLeaseLanes is the lane count above which making a lane sweeps
+	// (at most once a second): lanes with no live lease, no lease call, no
+	// SetRate or Delete in progress and no demand for a second are dropped.
+	// It is not a hard bound: lanes in use are kept.
 	maxLeaseLanes = 4096
 	// shareScale is Share's unit in lease.lua: millionths.
 	shareScale = 1_000_000
@@ -45,8 +46,13 @@ type leaseLane struct {
 	// gen counts this Client's SetRate, UpdateRate and Delete of the
 	// limiter: a lease whose call began before one is not handed out.
 	gen uint64
-	// calling: a lease call is in flight (the lane is not swept).
+	// calling: a lease call is in flight, abandoned ones included, until
+	// its reply is handled: no other is planned, and the lane is not swept.
 	calling bool
+	// dropping counts this Client's SetRate, UpdateRate, Delete and
+	// Expire* of the limiter in progress (dropLease): no lease is planned
+	// or installed while it is above 0, and the lane is not swept.
+	dropping int
 	// Demand: permits asked in three slots of Duration/2 each.
 	slot  [3]int64
 	epoch [3]int64
@@ -74,6 +80,7 @@ type lease struct {
 	stamp   int64     // the record's score, ms
 	emptied time.Time // when left reached 0
 	ended   bool
+	refused bool // none of it handed out beyond its call's callers: not sized from
 	endedAt time.Time
 	timer   *time.Timer
 	// For the Results of local grants: the reply's figures.
@@ -121,7 +128,7 @@ func (ls *leasing) sweep(now time.Time) {
 	ls.m.Range(func(k, v any) bool {
 		ll := v.(*leaseLane)
 		ll.mu.Lock()
-		if ll.cur == nil && !ll.calling && now.Sub(ll.used) > time.Second {
+		if ll.cur == nil && !ll.calling && ll.dropping == 0 && now.Sub(ll.used) > time.Second {
 			ll.dead = true
 			ls.m.Delete(k)
 			ls.n.Add(-1)
@@ -221,11 +228,13 @@ func (ls *leasing) refill(lim *Limiter, n int64) int64 {
 
 // plan says whether the lane's next call, for need permits, takes a lease,
 // and how many permits it asks in all (need plus the lease): only under
-// steady demand (MinDemand within about a Duration), not while quiet after
-// a declined lease, and not when the last figures seen leave no room for
+// steady demand (MinDemand within about a Duration), not while another
+// lease call of the lane awaits its reply (an abandoned one), not while
+// this Client's SetRate, UpdateRate, Delete or Expire* of the limiter is in
+// progress, not while quiet after a declined lease, and not when the last figures seen leave no room for
 // more than need. Call with ll.mu held.
 func (ll *leaseLane) plan(now time.Time, need int64, o LeaseOptions, share int64) (int64, bool) {
-	if now.Before(ll.quiet) || need > MaxPermits-2 {
+	if ll.calling || ll.dropping > 0 || now.Before(ll.quiet) || need > MaxPermits-2 {
 		return 0, false
 	}
 	d := ll.demand(now, o.Duration)

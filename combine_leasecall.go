@@ -45,19 +45,25 @@ func (r leaseReply) ackErr() bool { return r.err != nil && errors.Is(r.err, ErrR
 func (c *Client) serveLease(lim *Limiter, batch []*request, leave context.Context) ([]*request, bool) {
 	ls := c.leases
 	rest := make([]*request, 0, len(batch))
-	var need int64
+	var need, left int64
 	for _, q := range batch {
 		if q.state.Load() == reqGone {
 			continue // answered already (combine_lane.go, await)
 		}
 		if res, ok := ls.take(lim, q.n, true); ok {
 			if !q.answer(answer{v: verdict{res: res}, leased: true}) {
-				ls.refill(lim, q.n) // its caller left: back into the lease
+				left += q.n
 			}
 			continue
 		}
 		rest = append(rest, q)
 		need += q.n
+	}
+	if left > 0 {
+		// Handed out to callers that had gone: back into the lease, or, if
+		// it ended meanwhile, released (Limiter.Release tries the lease
+		// first), as below.
+		c.giveBack(lim, left)
 	}
 	if len(rest) == 0 {
 		return nil, true
@@ -86,7 +92,20 @@ func (c *Client) serveLease(lim *Limiter, batch []*request, leave context.Contex
 		c.replaced(prev, unused, r)
 	}
 	switch {
-	case r.abandoned || r.err != nil && !r.ackErr():
+	case r.abandoned:
+		// calling stays set until the reply comes (callLease): no other
+		// lease call of the lane meanwhile.
+		for _, q := range rest {
+			q.answer(answer{err: r.err, roundTrip: r.roundTrip, batch: len(rest)})
+		}
+		return nil, true
+	case errors.Is(r.err, ErrPermissionDenied) && r.granted == 0:
+		// The user may run acquire.lua but not lease.lua's extra commands
+		// (ZSCORE, ZREM): nothing was sent or written. Quiet for a
+		// Duration, and the batch goes on to acquire.lua.
+		ls.idle(ll, r, true)
+		return rest, false
+	case r.err != nil && !r.ackErr():
 		ls.idle(ll, r, false)
 		for _, q := range rest {
 			q.answer(answer{err: r.err, roundTrip: r.roundTrip, batch: len(rest)})
@@ -128,7 +147,9 @@ func (ls *leasing) idle(ll *leaseLane, r leaseReply, declined bool) {
 	ll.mu.Lock()
 	ll.calling = false
 	if declined {
-		ll.observe(r.rate, r.value, r.interval)
+		if r.stamp != 0 { // 0: no value key, and the reply has no value
+			ll.observe(r.rate, r.value, r.interval)
+		}
 		ll.quiet = time.Now().Add(ls.opts.Duration)
 	}
 	ll.mu.Unlock()
@@ -143,7 +164,8 @@ func (c *Client) replaced(prev *lease, unused int64, r leaseReply) {
 	if unused == 0 {
 		why = LeaseExhausted
 	}
-	if unused > 0 && r.err != nil && !r.ackErr() {
+	if unused > 0 && r.err != nil && !r.ackErr() && r.returned == 0 {
+		// r.returned > 0: a run that collided applied the return (takeLease).
 		c.finish(prev, unused, why)
 		return
 	}
@@ -177,8 +199,9 @@ func (c *Client) install(l *lease, gen uint64) {
 	case l.left == 0:
 		why = LeaseExhausted
 		l.emptied = now
-	case gen != ll.gen || ls.closed.Load():
+	case gen != ll.gen || ll.dropping > 0 || ls.closed.Load():
 		why = LeaseRefused
+		l.refused = true
 	case !now.Before(l.until):
 		why = LeaseExpired
 	}
@@ -204,6 +227,7 @@ func (c *Client) install(l *lease, gen uint64) {
 func (c *Client) refuse(l *lease) {
 	ll := l.ll
 	ll.mu.Lock()
+	l.refused = true
 	u := c.leases.end(ll, l, time.Now())
 	ll.mu.Unlock()
 	c.finish(l, u, LeaseRefused)
@@ -242,29 +266,19 @@ func (ls *leasing) observeBatch(lim *Limiter, b batchReply) {
 // granted is given back when its reply comes (the whole record: none of it
 // was handed out), and the replaced lease's end is settled then.
 func (c *Client) callLease(ctx, leave context.Context, ll *leaseLane, need, want int64, prev *lease, unused int64) leaseReply {
-	var left <-chan struct{}
-	if leave != nil {
-		left = leave.Done()
-	}
-	run := func() leaseReply { return ll.lim.takeLease(ctx, need, want, c.leases.share, prev, unused) }
-	if ctx.Done() == nil && left == nil {
-		return run()
-	}
-	done := make(chan leaseReply, 1)
-	go func() { done <- run() }()
-	var err error
-	select {
-	case r := <-done:
+	r, late, err := runOrLeave(ctx, leave, func() leaseReply {
+		return ll.lim.takeLease(ctx, need, want, c.leases.share, prev, unused)
+	})
+	if late == nil {
 		return r
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-left:
-		err = leave.Err()
 	}
 	c.leases.work.add() // the reply's handling below
 	go func() {
 		defer c.leases.work.done()
-		r := <-done
+		r := <-late
+		ll.mu.Lock()
+		ll.calling = false // now the next lease call may be planned
+		ll.mu.Unlock()
 		if prev != nil {
 			c.replaced(prev, unused, r)
 		}
@@ -299,7 +313,8 @@ func (r *Limiter) takeLease(ctx context.Context, need, want, share int64, prev *
 			return out
 		}
 		nums, ok := ints(v, 7)
-		if !ok || nums[0] < -1 || nums[0] > 0 && (nums[0] < need || nums[0] > MaxPermits) || nums[6] < 0 || nums[6] > unused {
+		if !ok || nums[0] < -1 || nums[0] > 0 && (nums[0] < need || nums[0] > want || nums[0] > MaxPermits) ||
+			nums[0] != 0 && (nums[2] <= 0 || nums[3] <= 0) || nums[6] < 0 || nums[6] > unused {
 			out.err = r.wrap(fmt.Errorf("%w: lease script replied %v", ErrCorruptState, v))
 			return out
 		}

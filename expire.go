@@ -95,6 +95,11 @@ func (r *Limiter) expire(ctx context.Context, cond ExpireCondition, args ...any)
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
+	if args[0] != "PERSIST" {
+		// The keys may expire, the lease's record with them: no hand-out
+		// from a lease after the call; its rest given back.
+		defer r.c.dropLease(r)()
+	}
 	changed, err := r.eval(ctx, scriptExpire, r.keyList, args...)
 	return changed == 1, err
 }

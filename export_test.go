@@ -67,3 +67,8 @@ var HintDuration = hintDuration
 // ExceedsRate is exceedsRate: the Go home of the rule acquire_all.lua
 // applies to n × weight against a part's rate.
 var ExceedsRate = exceedsRate
+
+// DropLease runs the first half of what this Client's SetRate, UpdateRate,
+// Delete and Expire* do around their script call (lease_return.go,
+// dropLease) and returns the second half.
+func DropLease(l *Limiter) func() { return l.c.dropLease(l) }

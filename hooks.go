@@ -34,9 +34,12 @@ type Hooks struct {
 	Waiting func(limiter string, delta int)
 	// Lease is called when a lease (WithLeases) has ended and its unused
 	// permits were given back or could not be: what Redis granted, what the
-	// Client's callers got and what came back. It is called from the
-	// goroutine that ended the lease: a deadline timer's, a return's, a
-	// lease call's, or Close's.
+	// Client's callers got and what came back. It is called inline from the
+	// goroutine that ended the lease: a deadline timer's, a return's,
+	// Close's, or a caller's (whose acquisition ran the lease call), which
+	// waits for it. Close waits until every lease's event was reported, so
+	// the hook must not call Close: Close would wait for the hook itself
+	// until its context ends.
 	Lease func(LeaseEvent)
 }
 

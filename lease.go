@@ -47,24 +47,30 @@ type LeaseOptions struct {
 	// from when it sent the call that took the lease; then it gives back
 	// what is left. At most a quarter of the limiter's interval is used.
 	// Zero value: the default, 50 ms. Otherwise a whole number of
-	// milliseconds from 1 ms to 10 s.
+	// milliseconds from 1 ms to 10 s. For that long a lease hands out
+	// without reading the limiter: another Client's (or Redisson's)
+	// SetRate, UpdateRate, Delete or expiry, and a rate lowered below a
+	// request (which Redis would answer with ErrPermitsExceedRate), go
+	// unnoticed by it until its deadline. This Client's own SetRate,
+	// UpdateRate, Delete and Expire* end its lease first.
 	Duration time.Duration
 	// MaxPermits is the largest lease a Client takes of one limiter. Sizes
 	// follow demand: about 1.25 × the permits the Client's callers asked in
 	// the last Duration, at most doubling from one lease to the next. Zero
-	// value: the default, 1024. Otherwise from 1 to MaxPermits.
+	// value: the default, 1024. Otherwise from 1 to the package constant
+	// MaxPermits.
 	MaxPermits int64
 	// Share is the most of the rate that a window may hold after a lease
 	// is granted: leases are taken only while a limiter is at most this
 	// full, and a real-time window of the interval holds at most
 	// (1 + Share) × the rate. Zero value: the default, 0.1. Otherwise in
-	// (0, 1].
+	// [0.000001, 1], used in steps of a millionth (rounded to the nearest).
 	Share float64
 	// MinDemand is the permits a Client's callers must have asked of a
 	// limiter within about the last Duration (from 1 to 1.5 Durations)
 	// before the Client takes a lease of it: steady demand, so that a
 	// lease is mostly handed out. Zero value: the default, 4. Otherwise
-	// from 1 to MaxPermits.
+	// from 1 to the package constant MaxPermits.
 	MinDemand int64
 }
 
@@ -111,6 +117,8 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 		return o, invalid("lease max permits %d out of range [0, %d]", o.MaxPermits, int64(MaxPermits))
 	case math.IsNaN(o.Share) || o.Share < 0 || o.Share > 1:
 		return o, invalid("lease share %v out of range [0, 1]", o.Share)
+	case o.Share != 0 && o.Share*shareScale < 1:
+		return o, invalid("lease share %v under a millionth, its step", o.Share)
 	case o.MinDemand < 0 || o.MinDemand > MaxPermits:
 		return o, invalid("lease min demand %d out of range [0, %d]", o.MinDemand, int64(MaxPermits))
 	}
@@ -154,16 +162,16 @@ const (
 	// LeaseReplaced: a caller asked more than it held; the next lease call
 	// gave the rest back.
 	LeaseReplaced
-	// LeaseDropped: this Client's SetRate, UpdateRate or Delete of the
-	// limiter ended it.
+	// LeaseDropped: this Client's SetRate, UpdateRate, Delete, Expire,
+	// ExpireIf, ExpireAt or ExpireAtIf of the limiter ended it.
 	LeaseDropped
 	// LeaseClosed: Client.Close ended it.
 	LeaseClosed
 	// LeaseRefused: none of it was handed out beyond the callers of its
 	// call, because its call was abandoned (every caller had gone), a
 	// replica acknowledgement fell short (WithReplicaAck), or this Client's
-	// SetRate, UpdateRate, Delete or Close came while the call was in
-	// flight.
+	// SetRate, UpdateRate, Delete, Expire* or Close came while the call was
+	// in flight.
 	LeaseRefused
 )
 
@@ -205,7 +213,9 @@ type LeaseEvent struct {
 	// Kept is the permits neither handed out nor given back: the return
 	// failed (Err says why), the record was gone (a SetRate, Delete or
 	// another client's Release changed it), or the limiter was at its rate.
-	// They come back when the record expires, an interval after Stamp.
+	// They come back when the record expires, an interval after Stamp. It
+	// is an upper bound: when a return's outcome stayed unknown (no reply,
+	// twice) it may have been applied.
 	Kept int64
 	// Stamp is the record's score (Redis's clock).
 	Stamp time.Time

@@ -173,3 +173,48 @@ func TestLeaseDeniedCommandLeavesStateUntouched(t *testing.T) {
 	t.Logf("%d calls, %d failed (%d with ErrPermissionDenied)", calls, failed, typed)
 	require.Positive(t, failed)
 }
+
+// A Redis user that may acquire but not run lease.lua (no ZSCORE, which
+// the lease scripts need and acquire.lua does not) gets every permit
+// through acquire.lua: the lease call is refused before anything is sent,
+// and its callers fall back to acquire.lua instead of failing.
+func TestLeasePermissionDeniedFallsBack(t *testing.T) {
+	admin := newRedis(t)
+	ctx := context.Background()
+	cmds, rest := readmeACL(t)
+	user := "lease-nozscore-" + strings.ReplaceAll(uniqueName(t), "/", "-")
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	acl := []any{"ACL", "SETUSER", user, "reset"}
+	for _, r := range rest {
+		acl = append(acl, r)
+	}
+	for _, c := range cmds {
+		if c != "zscore" {
+			acl = append(acl, "+"+c)
+		}
+	}
+	require.NoError(t, admin.Do(ctx, acl...).Err())
+	as := redis.NewClient(&redis.Options{Addr: redisAddr, Username: user, Password: "pw"})
+	defer as.Close()
+	var leased int
+	c := ratelimiter.NewClient(as, ratelimiter.WithLeases(ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2}),
+		ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(d ratelimiter.Decision) {
+			if d.Leased {
+				leased++
+			}
+		}}))
+	name := uniqueName(t)
+	_, err := ratelimiter.NewClient(admin).Limiter(name).TrySetRate(ctx, ratelimiter.Config{Rate: 1000, Interval: time.Minute})
+	require.NoError(t, err)
+	l := c.Limiter(name)
+	for i := 0; i < 10; i++ {
+		ok, err := l.TryAcquire(ctx, 1)
+		require.NoError(t, err, "TryAcquire %d", i)
+		require.True(t, ok)
+	}
+	require.Zero(t, leased)
+	require.NoError(t, c.Close(ctx))
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(990), n)
+}

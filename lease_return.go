@@ -15,6 +15,10 @@ import (
 // leaseReturnTimeout bounds a return sent in the background.
 const leaseReturnTimeout = 5 * time.Second
 
+// leaseReturnPause is the pause before a return whose outcome is unknown is
+// sent again: a broken connection is then likely replaced.
+const leaseReturnPause = 50 * time.Millisecond
+
 // leaseWork counts a Client's lease calls and returns in flight, so that
 // Close can wait for them. A lease call begins only before Close; a return
 // is counted by whoever ends the lease, under the lane's lock, before the
@@ -97,7 +101,9 @@ func (ls *leasing) end(ll *leaseLane, l *lease, now time.Time) int64 {
 	if ll.cur == l {
 		ll.cur = nil
 	}
-	ll.sized(l, ls.opts, now)
+	if !l.refused {
+		ll.sized(l, ls.opts, now)
+	}
 	u := l.left
 	l.left = 0
 	ls.work.add()
@@ -141,12 +147,21 @@ func (c *Client) finish(l *lease, u int64, why LeaseEnd) {
 
 // giveBackLease runs lease_end.lua: the idempotent return of u permits of
 // l's record. A return whose outcome is unknown (no reply: a network
-// error) is sent once more.
+// error) is sent once more, after leaseReturnPause.
 func (c *Client) giveBackLease(ctx context.Context, l *lease, u int64) (int64, error) {
 	lim := l.ll.lim
 	var given int64
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(leaseReturnPause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return 0, err
+			}
+		}
 		given, err = lim.eval(ctx, scriptLeaseEnd, lim.keyList, c.stamp(), l.member, u)
 		if err == nil || ctx.Err() != nil || !unknownOutcome(err) {
 			break
@@ -184,34 +199,40 @@ func (c *Client) leaseEnded(l *lease, why LeaseEnd, returned, kept int64, err er
 	})
 }
 
-// dropLease ends lim's live lease before this Client's SetRate, UpdateRate
-// or Delete of it (no permit of it is handed out after the call), and
-// returns a function, to run after the call, that gives back its unused
-// permits (a no-op in Redis when the call deleted the record) and ends any
-// lease whose call was in flight meanwhile. The rate is forgotten: the next
-// plan learns it again.
+// dropLease ends lim's live lease before this Client's SetRate,
+// UpdateRate, Delete or Expire* of it (no permit of it is handed out
+// after the call), and returns a function, to run after the call, that
+// gives back its unused permits (a no-op in Redis when the call deleted the
+// record). From now until that function runs the lane takes no lease
+// (dropping): a lease call planned before is refused at install (its gen
+// is old), and none is planned meanwhile, so that no lease whose record the
+// call may delete is handed out. The rate is forgotten: the next plan
+// learns it again. The lane is made if there is none, so that the calls in
+// between see dropping.
 func (c *Client) dropLease(r *Limiter) func() {
 	ls := c.leases
 	if ls == nil {
 		return func() {}
 	}
-	if _, ok := ls.m.Load(r.keys.Config); !ok {
-		return func() {}
-	}
-	drop := func() (*lease, int64) {
-		ll := ls.lane(r)
-		defer ll.mu.Unlock()
+	ll := ls.lane(r)
+	ll.dropping++
+	ll.gen++
+	ll.known = false
+	l := ll.cur
+	u := ls.end(ll, l, time.Now())
+	ll.mu.Unlock()
+	return func() {
+		ll.mu.Lock()
+		ll.dropping--
 		ll.gen++
 		ll.known = false
-		l := ll.cur
-		return l, ls.end(ll, l, time.Now())
-	}
-	l, u := drop()
-	return func() {
+		l2 := ll.cur // none: nothing installs while dropping
+		u2 := ls.end(ll, l2, time.Now())
+		ll.mu.Unlock()
 		if l != nil {
 			c.finish(l, u, LeaseDropped)
 		}
-		if l2, u2 := drop(); l2 != nil {
+		if l2 != nil {
 			c.finish(l2, u2, LeaseDropped)
 		}
 	}

@@ -35,6 +35,7 @@ func TestLeaseOptionsInvalid(t *testing.T) {
 		{"negative size", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MaxPermits: -1})}},
 		{"huge size", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MaxPermits: 1 << 33})}},
 		{"negative share", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: -0.1})}},
+		{"share under a millionth", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: 4e-7})}},
 		{"share above 1", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: 1.5})}},
 		{"NaN share", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{Share: nan()})}},
 		{"negative demand", []ratelimiter.Option{lease(ratelimiter.LeaseOptions{MinDemand: -1})}},
@@ -237,8 +238,8 @@ func TestLeaseClose(t *testing.T) {
 	require.NoError(t, g.c.Close(ctx), "Close again")
 }
 
-// This Client's SetRate, UpdateRate and Delete end its lease before the
-// call: nothing is handed out from it after; with KeepState the record
+// This Client's SetRate, UpdateRate, Delete and Expire* end its lease
+// before the call: nothing is handed out from it after; with KeepState the record
 // keeps only the permits handed out; without, the record is gone and the
 // return gives nothing back.
 func TestLeaseSetRateAndDelete(t *testing.T) {
@@ -260,6 +261,8 @@ func TestLeaseSetRateAndDelete(t *testing.T) {
 			return l.SetRate(ctx, ratelimiter.Config{Rate: 500, Interval: time.Minute})
 		}, 0},
 		{"Delete", func(l *ratelimiter.Limiter) error { _, err := l.Delete(ctx); return err }, 0},
+		{"Expire", func(l *ratelimiter.Limiter) error { _, err := l.Expire(ctx, time.Hour); return err }, 10},
+		{"ExpireAt", func(l *ratelimiter.Limiter) error { _, err := l.ExpireAt(ctx, time.Now().Add(time.Hour)); return err }, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2},
@@ -359,4 +362,60 @@ func TestLeaseContext(t *testing.T) {
 	require.Equal(t, ratelimiter.LeaseRefused, evs[0].End)
 	require.Zero(t, evs[0].HandedOut)
 	require.Equal(t, evs[0].Permits, evs[0].Returned)
+}
+
+// While this Client's SetRate, UpdateRate, Delete or Expire* of a limiter
+// is in progress (between the two halves of dropLease) no lease is taken
+// or handed out, whether or not the Client had lease state for the limiter
+// before: a lease taken then could be handed out after the call deleted
+// its record. Here another Client's SetRate resets the limiter in the
+// middle, as the call's script would; the grants after it are all in
+// records.
+func TestLeaseDuringSetRate(t *testing.T) {
+	ctx := context.Background()
+	cfg := ratelimiter.Config{Rate: 1000, Interval: time.Minute}
+	srv := ownServer(t)
+	for _, before := range []int{0, 5} { // no lane yet; a live lease
+		g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2}, cfg, srv)
+		g.grant(t, before)
+		after := ratelimiter.DropLease(g.l)
+		leased := g.leased.Load()
+		g.grant(t, 5)
+		require.NoError(t, g.other.SetRate(ctx, cfg)) // the records are reset
+		g.grant(t, 5)
+		require.Equal(t, leased, g.leased.Load(), "before %d: no grant from a lease while dropping", before)
+		after()
+		require.NoError(t, g.c.Close(ctx))
+		held, _, _ := g.held(t)
+		require.Equal(t, int64(5), held, "before %d: the grants after the reset", before)
+	}
+}
+
+// An abandoned lease call holds its lane's lease calls until its reply
+// comes: a second caller whose lease call would overlap it goes to
+// acquire.lua instead, so only one lease is taken (and given back whole).
+func TestLeaseAbandonedCallsDoNotOverlap(t *testing.T) {
+	ctx := context.Background()
+	g := newLeaseRig(t, ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2},
+		ratelimiter.Config{Rate: 1000, Interval: time.Minute}, nil)
+	g.grant(t, 5) // a lease of 3 (handed out), then a lease of 7: lease.lua is loaded
+	pauseScripts(t, g.rdb, time.Second)
+	for i := 0; i < 2; i++ { // more than the lease holds: to the lane
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := g.l.TryAcquire(short, 20)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	require.NoError(t, g.c.Close(ctx)) // waits for the abandoned lease call's reply
+	var refused []ratelimiter.LeaseEvent
+	for _, ev := range g.ev.all() {
+		if ev.End == ratelimiter.LeaseRefused {
+			refused = append(refused, ev)
+		}
+	}
+	require.Len(t, refused, 1, "one lease call")
+	// Returned, or Kept when Redis ran the acquire.lua call first: the
+	// release of its grant (release.lua, from the newest records) then
+	// shrank the lease's record, and the return by exact member misses it.
+	require.Equal(t, refused[0].Permits, refused[0].Returned+refused[0].Kept)
 }

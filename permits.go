@@ -16,6 +16,12 @@ import "context"
 // rate (docs/protocol.md). It fails with ErrInvalidArgument for n < 0 or n over
 // MaxPermits, and ErrNotInitialized when the limiter is not configured.
 // Redisson has release since 3.52.
+//
+// On a Client with leases (WithLeases) the permits go first into this
+// Client's live lease of the limiter, if any, up to what it handed out:
+// that part is taken with no Redis call (the lease's record still counts
+// it; it is handed out again or given back when the lease ends), and when
+// it is all of n, Release returns nil having sent nothing.
 func (r *Limiter) Release(ctx context.Context, n int64) error {
 	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(checkRelease(n, 1)); err != nil || n == 0 {
