@@ -39,6 +39,7 @@ func TestQuickRun(t *testing.T) {
 	require.ElementsMatch(t, want, r.names)
 	tables := []string{"granted path", "refused path", "### Latency", "### Redis memory", "### Exactness"}
 	require.NotNil(t, r.fleet)
+	checkFleet(t, r.fleet, r.plan.fleetRounds, md)
 	for _, title := range append(tables, "### Combining", "### Fleet: Clients sharing one limiter, over-asking",
 		"### Fleet: Clients sharing one limiter, under-asking", "### The floor from redis-benchmark", "### Blocked callers", "### The caller's cost",
 		"### Replica acknowledgement", "### Redis time by records", "### Redis instructions", "### Several limits") {
