@@ -10,6 +10,7 @@ package compat
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,6 +109,11 @@ type PeerOptions struct {
 	Version    string // Redisson version (one of Versions)
 	Addr       string // Redis host:port
 	NamePrefix string // if set, the Redisson client maps name -> NamePrefix+name
+	// Main is the peer jar's class to run: "" or "peer.Peer", one
+	// Redisson client; "peer.Fleet", several (the bench's fleet section).
+	// Both speak the same line protocol; Fleet's first line is "READY
+	// fleet", and ID is then "fleet".
+	Main string
 }
 
 // Peer is one running Java Redisson client.
@@ -150,7 +156,7 @@ func StartPeer(ctx context.Context, o PeerOptions) (*Peer, error) {
 	args := []string{
 		"-XX:+UseSerialGC", "-Xshare:auto",
 		"-cp", filepath.Join(dir, "peer.jar") + string(os.PathListSeparator) + filepath.Join(dir, "lib", "*"),
-		"peer.Peer", "--addr", o.Addr,
+		cmp.Or(o.Main, "peer.Peer"), "--addr", o.Addr,
 	}
 	if o.NamePrefix != "" {
 		args = append(args, "--name-prefix", o.NamePrefix)
@@ -203,7 +209,7 @@ func StartPeer(ctx context.Context, o PeerOptions) (*Peer, error) {
 		return nil, fmt.Errorf("compat: peer %s did not start: %w", o.Version, err)
 	}
 	id, ok := strings.CutPrefix(ready, "READY ")
-	if !ok || len(id) != 36 {
+	if !ok || len(id) != 36 && !(o.Main == "peer.Fleet" && id == "fleet") {
 		p.kill()
 		return nil, fmt.Errorf("compat: peer %s: unexpected first line %q; stderr:\n%s", o.Version, ready, p.stderr.String())
 	}
@@ -239,7 +245,8 @@ func (p *Peer) readLine(ctx context.Context, timeout time.Duration) (string, err
 
 // Do sends one command (arguments joined by spaces) and returns the result
 // after "OK" (trimmed), or an *Error for an "ERR" answer. A command that gets
-// no answer in time leaves the peer unusable: it is killed.
+// no answer in time (by ctx's deadline, or DefaultTimeout when it has none)
+// leaves the peer unusable: it is killed.
 func (p *Peer) Do(ctx context.Context, args ...any) (string, error) {
 	parts := make([]string, len(args))
 	for i, a := range args {
