@@ -126,12 +126,12 @@ test-oldest: deps-redis
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 4.5 minutes on 2 cores.
+# stdout, SVG charts into docs/bench/. About 7.5 minutes on 2 cores (7 min 26 s, 2026-11-25).
 bench: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(WORK) $(GO) run . --charts ../docs/bench $(BENCH_ARGS)
 
-# Every contender and measurement briefly (under a minute); charts into
+# Every contender and measurement briefly (about a minute and a half); charts into
 # /tmp/ratelimiter-bench-quick, the committed ones stay.
 bench-quick: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
