@@ -1,5 +1,5 @@
-// Package ratelimiterotel records OpenTelemetry metrics of the decisions
-// and clock measurements of github.com/goredisson/ratelimiter Clients,
+// Package ratelimiterotel records OpenTelemetry metrics of the decisions,
+// leases and clock measurements of github.com/goredisson/ratelimiter Clients,
 // through ratelimiter.Hooks:
 //
 //	m, err := ratelimiterotel.New(ratelimiterotel.WithMeterProvider(mp))
@@ -70,6 +70,17 @@ const (
 	// AttrLarge says whether a clock measurement found a large skew
 	// (ratelimiter.ClockSkew.Large).
 	AttrLarge = attribute.Key("ratelimiter.clock.large")
+	// AttrLeased is true on a decision granted from the Client's live lease
+	// without a Redis call (ratelimiter.Decision.Leased); other decisions
+	// do not carry it.
+	AttrLeased = attribute.Key("ratelimiter.leased")
+	// AttrLeaseOutcome is where an ended lease's permits went: "handed_out",
+	// "returned" or "kept" (ratelimiter.LeaseEvent.HandedOut, Returned, Kept).
+	AttrLeaseOutcome = attribute.Key("ratelimiter.lease.outcome")
+	// AttrLeaseEnd is how a lease ended (ratelimiter.LeaseEnd.String:
+	// "exhausted", "expired", "replaced", "dropped", "closed", "refused"),
+	// or "other" for a LeaseEnd this module does not know.
+	AttrLeaseEnd = attribute.Key("ratelimiter.lease.end")
 )
 
 // Bucket boundaries in seconds: Redis round trips from 100 µs, waits up to
@@ -92,6 +103,8 @@ type Metrics struct {
 	measurements metric.Int64Counter
 	waiters      metric.Int64UpDownCounter
 	requests     metric.Int64Counter
+	leasePermits metric.Int64Counter
+	leases       metric.Int64Counter
 	tracer       trace.Tracer
 	names        *names
 	offsetNS     atomic.Int64
@@ -149,6 +162,12 @@ func New(opts ...Option) (*Metrics, error) {
 	m.requests, e = meter.Int64Counter("ratelimiter.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests a middleware decided, by policy and result (acquired, limited): aspnetcore.rate_limiting.requests' shape."))
 	add(e)
+	m.leasePermits, e = meter.Int64Counter("ratelimiter.lease.permits", metric.WithUnit("{permit}"),
+		metric.WithDescription("Permits of ended leases, by where they went: handed out to callers, returned to Redis, or kept until their record expires."))
+	add(e)
+	m.leases, e = meter.Int64Counter("ratelimiter.leases", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases that ended, by how they ended."))
+	add(e)
 	_, e = meter.Float64ObservableGauge("ratelimiter.clock.offset", metric.WithUnit("s"),
 		metric.WithDescription("Client clock minus Redis TIME at the last successful measurement; positive: the client is ahead."),
 		metric.WithFloat64Callback(m.observeOffset))
@@ -161,7 +180,7 @@ func New(opts ...Option) (*Metrics, error) {
 
 // Hooks returns the hooks that record the metrics, for ratelimiter.WithHooks.
 func (m *Metrics) Hooks() ratelimiter.Hooks {
-	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew, Waiting: m.Waiting, DecisionContext: m.Trace}
+	return ratelimiter.Hooks{Decision: m.Decision, ClockSkew: m.ClockSkew, Waiting: m.Waiting, DecisionContext: m.Trace, Lease: m.Lease}
 }
 
 // Trace records a decision on the caller's span, when that span is
@@ -176,7 +195,7 @@ func (m *Metrics) Trace(ctx context.Context, d ratelimiter.Decision) {
 		return
 	}
 	a := m.names.get(d.Limiter)
-	attrs := a.decision[opIndex(d.Op)][outcome(d)].attrs
+	attrs := a.decided(opIndex(d.Op), d).attrs
 	ev := append(append(make([]attribute.KeyValue, 0, len(attrs)+2), attrs...), AttrPermits.Int64(d.Permits))
 	if !d.Granted && d.RetryAfter > 0 {
 		ev = append(ev, AttrRetryAfter.Int64(d.RetryAfter.Milliseconds()))
@@ -201,7 +220,7 @@ func (m *Metrics) Decision(d ratelimiter.Decision) {
 	a := m.names.get(d.Limiter)
 	op := opIndex(d.Op)
 	dec := &a.decision[op][outcome(d)]
-	m.decisions.Add(ctx, 1, dec.add...)
+	m.decisions.Add(ctx, 1, a.decided(op, d).add...)
 	if d.Granted {
 		m.permits.Add(ctx, d.Permits, a.op[op].add...)
 	}
@@ -215,6 +234,21 @@ func (m *Metrics) Decision(d ratelimiter.Decision) {
 	if d.Err != nil {
 		kv := append(make([]attribute.KeyValue, 0, len(a.op[op].attrs)+1), a.op[op].attrs...)
 		m.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(kv, AttrErrorType.String(d.ErrorKind()))...)))
+	}
+}
+
+// Lease records one ended lease (ratelimiter.WithLeases): its permits by
+// where they went on ratelimiter.lease.permits (handed_out, returned,
+// kept; they add up to LeaseEvent.Permits) and the lease by how it ended
+// on ratelimiter.leases. An event whose return failed (Err set) counts
+// the same way: the permits that did not come back are kept. It is the
+// Lease hook.
+func (m *Metrics) Lease(ev ratelimiter.LeaseEvent) {
+	ctx := context.Background()
+	a := m.names.get(ev.Limiter)
+	m.leases.Add(ctx, 1, a.leaseEnd[endIndex(ev.End)].add...)
+	for i, n := range [len(leaseOutcomes)]int64{ev.HandedOut, ev.Returned, ev.Kept} {
+		m.leasePermits.Add(ctx, n, a.leasePermits[i].add...)
 	}
 }
 
@@ -261,6 +295,15 @@ func outcome(d ratelimiter.Decision) int {
 func opIndex(op ratelimiter.Op) int {
 	if op >= ratelimiter.OpAllow && op <= ratelimiter.OpAcquire {
 		return int(op)
+	}
+	return 0
+}
+
+// endIndex maps a LeaseEnd to its index in leaseEnds; 0 holds any
+// LeaseEnd the library did not have when this module was built.
+func endIndex(e ratelimiter.LeaseEnd) int {
+	if e >= ratelimiter.LeaseExhausted && int(e) < len(leaseEnds) {
+		return int(e)
 	}
 	return 0
 }

@@ -19,6 +19,20 @@ const (
 
 var outcomes = [...]string{"granted", "refused", "error"}
 
+// Where a lease's permits went (LeaseEvent.HandedOut, Returned, Kept), as
+// indexes and ratelimiter.lease.outcome values.
+var leaseOutcomes = [...]string{"handed_out", "returned", "kept"}
+
+// leaseEnds are the ratelimiter.lease.end values by endIndex: the known
+// ratelimiter.LeaseEnd names, and "other" at 0 for any other value.
+var leaseEnds = func() (e [ratelimiter.LeaseRefused + 1]string) {
+	e[0] = "other"
+	for end := ratelimiter.LeaseExhausted; end <= ratelimiter.LeaseRefused; end++ {
+		e[end] = end.String()
+	}
+	return e
+}()
+
 // opts is one attribute set, made once, as the options the instruments
 // take: recording with it allocates nothing.
 type opts struct {
@@ -37,6 +51,11 @@ type limiterAttrs struct {
 	limiter  opts       // {name}
 	op       [4]opts    // {name, operation}
 	decision [4][3]opts // {name, operation, outcome}
+	leased   [4]opts    // {name, operation, outcome=granted, leased=true}
+	// {name, lease outcome}: ratelimiter.lease.permits
+	leasePermits [len(leaseOutcomes)]opts
+	// {name, lease end}: ratelimiter.leases
+	leaseEnd [len(leaseEnds)]opts
 }
 
 func newLimiterAttrs(name string) *limiterAttrs {
@@ -57,8 +76,26 @@ func newLimiterAttrs(name string) *limiterAttrs {
 		for out, outName := range outcomes {
 			a.decision[op][out] = newOpts(with(AttrOperation.String(opName), AttrOutcome.String(outName))...)
 		}
+		a.leased[op] = newOpts(with(AttrOperation.String(opName), AttrOutcome.String(outcomes[outGranted]), AttrLeased.Bool(true))...)
+	}
+	for i, v := range leaseOutcomes {
+		a.leasePermits[i] = newOpts(with(AttrLeaseOutcome.String(v))...)
+	}
+	for i, v := range leaseEnds {
+		a.leaseEnd[i] = newOpts(with(AttrLeaseEnd.String(v))...)
 	}
 	return a
+}
+
+// decided is the attribute set of d on ratelimiter.decisions and its trace
+// event: a grant from a lease adds ratelimiter.leased=true, other
+// decisions do not carry the attribute.
+func (a *limiterAttrs) decided(op int, d ratelimiter.Decision) *opts {
+	out := outcome(d)
+	if d.Leased && out == outGranted {
+		return &a.leased[op]
+	}
+	return &a.decision[op][out]
 }
 
 // maxRawNames bounds the cache of names as the Client gives them; past it
