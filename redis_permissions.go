@@ -138,7 +138,8 @@ func (c *Client) forgetPermissions() {
 // cached, which commands the Redis user may not run on this limiter's
 // keys, and returns them per operation that needs them after its first
 // write ("Release", "TrySetRate", "acquire" for Allow, TryAcquire and the
-// waits, "composite", ...); an empty map means every operation may run.
+// waits, "composite", "lease return" for WithLeases, ...); an empty map
+// means every operation may run.
 // It fails with the Redis error when the probe script itself is refused
 // (no EVAL, or keys the user may not touch).
 func (r *Limiter) MissingPermissions(ctx context.Context) (map[string][]string, error) {

@@ -56,7 +56,7 @@ func TestDoctor(t *testing.T) {
 	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
 	r = cliEnv(t, []string{fmt.Sprintf("REDIS_URL=redis://%s:pw@%s/0", user, redisAddr)}, "doctor", name, "-o", "json")
 	failsWith(t, 2, r)
-	require.Equal(t, "fail: Release needs zrem", doctorReport(t, r).status("permissions"))
+	require.Equal(t, "fail: Release needs zrem; lease return needs zrem", doctorReport(t, r).status("permissions"))
 
 	srv, err := redistest.StartWrapped(ctx, nil, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
 	require.NoError(t, err)
