@@ -91,7 +91,8 @@ test-newest: deps-redis
 
 # The other servers our users run (docs/operations.md, "Supported servers"), fetched
 # and cached by scripts/servers.sh: Redis 6.2 and Valkey 9.1. On each: the
-# core and CLI suites without the long tests (-short; the race detector ran above), the Redisson compatibility
+# core and CLI suites without the long tests (-short, side by side as
+# test-newest and test-oldest are; the race detector ran above), the Redisson compatibility
 # quick subset against 4.7.0 and 3.16.3, and Cluster and Sentinel with
 # failover. The full suite runs on Debian's 7.0 above; `make test
 # REDIS_SERVER=...` runs all of it on another build.
@@ -109,8 +110,9 @@ test-servers: deps servers cli-work
 	  bin=$$(bash scripts/servers.sh bin $$s); shim=$$(bash scripts/servers.sh shim $$bin); \
 	  echo "== $$s: $$($$bin --version)"; \
 	  export PATH=$$shim:$$PATH REDIS_SERVER=$$bin REDIS_SENTINEL=$$shim/redis-sentinel; \
-	  $(GO) test -short -count=1 -p 1 ./...; \
-	  (cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -count=1 -p 1 ./...); \
+	  (cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -count=1 -p 1 ./...) & cli=$$!; \
+	  core=0; $(GO) test -short -count=1 -p 1 ./... || core=$$?; \
+	  wait $$cli; [ $$core -eq 0 ]; \
 	  COMPAT_VERSIONS=4.7.0,3.16.3 $(GO) test -count=1 -run '$(COMPAT_QUICK)' ./internal/compat; \
 	  $(GO) test -count=1 -run '$(TOPOLOGY_TESTS)' -skip '$(TOPOLOGY_SKIP)' .; \
 	done
