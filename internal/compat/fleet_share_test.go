@@ -20,12 +20,15 @@ import (
 // (one JVM), permits per call on each side, the run's length, and how the
 // Go side waits: "lib" (Acquire), "libw" (Acquire with
 // WithForeignWaiters(the Java threads)), "jitterN" (Allow; when refused, sleep
-// the hint plus a uniform 0-N ms, no combining).
+// the hint plus a uniform 0-N ms, no combining), "java" (no Go: a second
+// JVM of the same version, K x G threads, as a baseline of how Redisson
+// splits a limiter between two processes).
 type fleetSpec struct {
 	clients, perClient, javaThreads int
 	goN, javaN                      int64
 	dur                             time.Duration
-	strategy                        string // lib, jitterN (ms)
+	strategy                        string // lib, libw, jitterN (ms), java
+	coldJVM                         bool   // a JVM of the run's own, not the package's
 }
 
 // fleetResult is the permits each side got from the third second of a
@@ -36,6 +39,9 @@ func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(ma
 
 func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	peer := peerFor(t, v)
+	if s.coldJVM {
+		peer = newPeer(t, v, "cold")
+	}
 	name := limName(t, "fleet")
 	ctx := ctxT(t, s.dur+time.Minute)
 	setup := newGoClient(t, v).Limiter(name)
@@ -46,22 +52,13 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	deadline := start.Add(s.dur)
 	from := start.Add(2 * loadInterval).UnixMilli()
 	end := deadline.UnixMilli()
-	javaCh := make(chan []int64, 1)
-	go func() {
-		out, err := peer.Do(ctx, "load", name, s.javaThreads, s.dur.Milliseconds(), "acquire", s.javaN)
-		if err != nil {
-			t.Errorf("java: %v", err)
-			javaCh <- nil
-			return
-		}
-		f := strings.Fields(out)
-		ts := make([]int64, 0, len(f))
-		for _, x := range f[1:] {
-			n, _ := strconv.ParseInt(x, 10, 64)
-			ts = append(ts, n)
-		}
-		javaCh <- ts
-	}()
+	javaCh := javaGrants(t, ctx, peer, name, s.javaThreads, s.dur, s.javaN)
+	if s.strategy == "java" {
+		// Redisson beside Redisson: the "Go" side is a second JVM whose
+		// threads are the shape's goroutines, each asking goN.
+		other := javaGrants(t, ctx, newPeer(t, v, "other"), name, s.clients*s.perClient, s.dur, s.goN)
+		return countShares(<-javaCh, <-other, from, end, s)
+	}
 	var mu sync.Mutex
 	var goTimes []int64
 	var wg sync.WaitGroup
@@ -113,9 +110,35 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		}
 	}
 	wg.Wait()
-	jt := <-javaCh
+	return countShares(<-javaCh, goTimes, from, end, s)
+}
+
+// javaGrants runs peer's load command (threads in acquire(n) on name for
+// dur) and delivers the return times of its grants, nil if it failed.
+func javaGrants(t *testing.T, ctx context.Context, peer *Peer, name string, threads int, dur time.Duration, n int64) <-chan []int64 {
+	ch := make(chan []int64, 1)
+	go func() {
+		out, err := peer.Do(ctx, "load", name, threads, dur.Milliseconds(), "acquire", n)
+		if err != nil {
+			t.Errorf("java: %v", err)
+			ch <- nil
+			return
+		}
+		f := strings.Fields(out)
+		ts := make([]int64, 0, len(f))
+		for _, x := range f[1:] {
+			v, _ := strconv.ParseInt(x, 10, 64)
+			ts = append(ts, v)
+		}
+		ch <- ts
+	}()
+	return ch
+}
+
+// countShares sums the permits of each side's grants returned in [from, end).
+func countShares(javaTimes, goTimes []int64, from, end int64, s fleetSpec) fleetResult {
 	var r fleetResult
-	for _, x := range jt {
+	for _, x := range javaTimes {
 		if x >= from && x < end {
 			r.java += s.javaN
 		}
@@ -183,13 +206,15 @@ type fleetRow struct {
 // Clients of 1 and 2 goroutines; unequal demand (8 goroutines beside one
 // Java thread, one goroutine beside 8), with the defaults and with
 // WithForeignWaiters; mixed sizes (5 and 1 permits per call) at equal
-// permit demand.
+// permit demand; and, as the baseline, how Redisson splits a limiter
+// between two of its own JVMs at unequal and at equal demand.
 var fleetRows = []fleetRow{
 	{"1x1:1", 50, "lib"}, {"1x2:2", 50, "lib"}, {"2x1:2", 50, "lib"}, {"2x2:4", 50, "lib"},
 	{"4x1:4", 50, "lib"}, {"4x2:8", 50, "lib"}, {"8x1:8", 50, "lib"}, {"8x2:16", 50, "lib"},
 	{"4x2:1", 100.0 / 9, "lib"}, {"1x1:8", 800.0 / 9, "lib"},
 	{"4x2:1", 100.0 / 9, "libw"}, {"1x1:8", 800.0 / 9, "libw"},
 	{"1x1:5/5:1", 50, "lib"}, {"5x1:1/1:5", 50, "lib"},
+	{"4x2:1", 100.0 / 9, "java"}, {"1x1:8", 800.0 / 9, "java"}, {"1x1:1", 50, "java"},
 }
 
 // TestFleetTable prints docs/fairness.md's table: for Redisson 4.7.0 and
@@ -233,8 +258,11 @@ func TestFleetTable(t *testing.T) {
 				lo, hi, sum = min(lo, x), max(hi, x), sum+x
 			}
 			fw := "-"
-			if row.strategy == "libw" {
+			switch row.strategy {
+			case "libw":
 				fw = strconv.Itoa(spec.javaThreads)
+			case "java":
+				fw = "no Go: a 2nd JVM"
 			}
 			line := fmt.Sprintf("| %s | %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% |", v, row.shape, fw, sum/float64(runs), lo, hi, row.want)
 			t.Log(line)
@@ -242,4 +270,33 @@ func TestFleetTable(t *testing.T) {
 		}
 	}
 	t.Logf("FLEET TABLE (%d runs of %v per row)\n%s", runs, dur, strings.Join(out, "\n"))
+}
+
+// TestFleetCheck is the issue's independent fleet check, kept: Redisson
+// 4.7.0 with T threads in acquire(1) in a JVM of its own, started for
+// the run, beside K Go Clients (each on its own go-redis client) of G
+// goroutines in Acquire(1), one 50/s limiter, 20 s, shares from the
+// third second, in the three scenarios the issue measured (4x1 beside 4
+// threads, 2x2 beside 4, 4x2 beside 8). Java must get 35-65% in each,
+// the issue's band. The share counts from the third second, so it takes
+// in Java's join (docs/fairness.md, "Joining"): a JVM that first gets in
+// at a probe window 12 s in reads about 22%, and fails it. It runs only
+// with FLEET_CHECK set (about 80 s), outside make test:
+//
+//	FLEET_CHECK=1 go test ./internal/compat -run TestFleetCheck -v
+func TestFleetCheck(t *testing.T) {
+	if os.Getenv("FLEET_CHECK") == "" {
+		t.Skip("set FLEET_CHECK=1 to run the independent fleet check (80 s)")
+	}
+	for _, sh := range []string{"4x1:4", "2x2:4", "4x2:8"} {
+		t.Run(sh, func(t *testing.T) {
+			spec := parseShape(t, sh)
+			spec.dur, spec.strategy, spec.coldJVM = 20*time.Second, "lib", true
+			r := runFleet(t, "4.7.0", spec)
+			t.Logf("FLEET CHECK 4.7.0 %s java %d go %d share %.0f%%", sh, r.java, r.goSide, r.share())
+			if s := r.share(); s < 35 || s > 65 {
+				t.Errorf("%s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, s, r.java, r.java+r.goSide)
+			}
+		})
+	}
 }
