@@ -40,7 +40,7 @@ func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(ma
 func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	peer := peerFor(t, v)
 	if s.coldJVM {
-		peer = newPeer(t, v, "cold")
+		peer = newPeer(t, v, "")
 	}
 	name := limName(t, "fleet")
 	ctx := ctxT(t, s.dur+time.Minute)
@@ -56,7 +56,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	if s.strategy == "java" {
 		// Redisson beside Redisson: the "Go" side is a second JVM whose
 		// threads are the shape's goroutines, each asking goN.
-		other := javaGrants(t, ctx, newPeer(t, v, "other"), name, s.clients*s.perClient, s.dur, s.goN)
+		other := javaGrants(t, ctx, newPeer(t, v, ""), name, s.clients*s.perClient, s.dur, s.goN)
 		return countShares(<-javaCh, <-other, from, end, s)
 	}
 	var mu sync.Mutex
