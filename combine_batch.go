@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/goredisson/ratelimiter/wire"
@@ -16,10 +17,16 @@ const (
 	formStrict = "2" // formTable, and no grant after the first refusal (queued waiters)
 )
 
+// holding returns form (formTable or formStrict) granting a request only
+// while k permits stay free after it: a probe window's hold
+// (fairness_probe.go). A request refused for that alone is held.
+func holding(form string, k int64) string { return form + ":" + strconv.FormatInt(k, 10) }
+
 // verdict is the script's decision on one request of a batch.
 type verdict struct {
-	res Result
-	err error // ErrPermitsExceedRate for this request only
+	res  Result
+	err  error // ErrPermitsExceedRate for this request only
+	held bool  // refused only to hold permits free (holding)
 }
 
 // batchReply is what one script call decided.
@@ -104,6 +111,7 @@ func parseVerdicts(reply any, form string, ns []int64) ([]verdict, error) {
 	for i, n := range ns {
 		g, left, hint := nums[3+3*i], max(nums[4+3*i], 0), nums[5+3*i]
 		res := Result{Granted: g == 1, Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}
+		held := g == 2
 		switch {
 		case n > rate:
 			out[i] = verdict{res: Result{Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}, err: ErrPermitsExceedRate}
@@ -111,7 +119,7 @@ func parseVerdicts(reply any, form string, ns []int64) ([]verdict, error) {
 		case !res.Granted:
 			res.RetryAfter = hintDuration(hint)
 		}
-		out[i] = verdict{res: res}
+		out[i] = verdict{res: res, held: held}
 	}
 	return out, nil
 }

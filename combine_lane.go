@@ -101,8 +101,11 @@ type request struct {
 	done   chan answer // buffered: the answer never blocks the sender
 
 	// Blocking calls only (combine_waiters.go).
-	limit  time.Time // TryAcquireTimeout's end; zero: none
-	queued time.Time // when it joined the waiters; zero: not a waiter
+	blocking bool      // a blocking caller's (Acquire, TryAcquireTimeout)
+	limit    time.Time // TryAcquireTimeout's end; zero: none
+	queued   time.Time // when it joined the waiters; zero: not a waiter
+	heldAt   time.Time // first refused to hold a permit free (fairness_probe.go); zero: never
+	heldFull bool      // then held every permit
 }
 
 // answer is what a request gets back.
@@ -290,7 +293,18 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	case len(batch) == 1 && !batch[0].detail:
 		form = formSingle
 	}
+	sent := time.Now()
+	hold := c.batchHold(l, batch, sent)
+	if hold > 0 {
+		if form == formSingle {
+			form = formTable // the single form has no room for a hold
+		}
+		form = holding(form, hold)
+	}
 	b := c.call(ctx, leave, batch[0].p, form, ns)
+	if hold > 0 {
+		noteHolds(batch, &b, sent, hold, strict)
+	}
 	if lim != nil {
 		c.leases.observeBatch(lim, b)
 	}

@@ -26,8 +26,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		c.blocking(p.laneKey(), 1, 0)
 		defer func() { c.blocking(p.laneKey(), -1, n*int64(b2i(granted))) }()
 	}
-	q := newRequest(ctx, p, n, false)
-	q.limit = limit
+	q := newWaiter(ctx, p, n, limit)
 	c.lanes.mu.Lock()
 	l := c.lanes.get(p.laneKey())
 	if at, ok := c.deferred(l, q); ok {
@@ -57,8 +56,7 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		if err := q.beyond(wake); err != nil {
 			return false, err
 		}
-		q = newRequest(ctx, p, n, false)
-		q.limit = limit
+		q = newWaiter(ctx, p, n, limit).heldLike(q)
 		c.lanes.mu.Lock()
 		l = c.lanes.get(p.laneKey())
 		at, own := c.refusedWake(l, q, wake, a.v.res.Interval)
@@ -77,6 +75,21 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 		}
 		c.lanes.mu.Unlock()
 	}
+}
+
+// newWaiter returns the request of a blocking call for n permits of p,
+// with its limit (zero: none).
+func newWaiter(ctx context.Context, p target, n int64, limit time.Time) *request {
+	q := newRequest(ctx, p, n, false)
+	q.blocking, q.limit = true, limit
+	return q
+}
+
+// heldLike copies prev's hold (fairness_probe.go) to q, the same caller's
+// next request: a caller is held once per call at most.
+func (q *request) heldLike(prev *request) *request {
+	q.heldAt, q.heldFull = prev.heldAt, prev.heldFull
+	return q
 }
 
 // sleepUntil waits until at or until ctx is done (its error), and counts

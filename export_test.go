@@ -1,5 +1,10 @@
 package ratelimiter
 
+import (
+	"context"
+	"time"
+)
+
 // Test-only views of the combining state (combine_lane.go), for tests that must
 // know a request is queued before they go on.
 
@@ -72,3 +77,35 @@ var ExceedsRate = exceedsRate
 // Delete and Expire* do around their script call (lease_return.go,
 // dropLease) and returns the second half.
 func DropLease(l *Limiter) func() { return l.c.dropLease(l) }
+
+// SetProbeClock makes c see probe windows by at instead of the wall clock
+// (fairness_probe.go).
+func SetProbeClock(c *Client, at func(now time.Time, interval time.Duration) (in, full bool)) {
+	c.probe = at
+}
+
+// DecideHolding runs the acquire script once for ns, as a batch of
+// blocking callers would in a probe window holding k permits (strict:
+// the waiters' form), and returns per request whether it was granted and
+// whether it was held.
+func DecideHolding(ctx context.Context, l *Limiter, strict bool, k int64, ns ...int64) (granted, held []bool, err error) {
+	form := formTable
+	if strict {
+		form = formStrict
+	}
+	b := l.decide(ctx, holding(form, k), ns)
+	if b.err != nil {
+		return nil, nil, b.err
+	}
+	for _, v := range b.verdicts {
+		granted, held = append(granted, v.res.Granted), append(held, v.held)
+	}
+	return granted, held, nil
+}
+
+// HoldAll is the hold of a full probe window.
+const HoldAll = holdAll
+
+// ProbeSlots are how long a held request waits: probeSlot, and
+// probeFullSlot in a full window.
+var ProbeSlots = [2]time.Duration{probeSlot, probeFullSlot}

@@ -30,27 +30,15 @@ import (
 // finds it instead of a constant.
 //
 // On a limiter whose window holds only marked records, the lane's waiters
-// wake together (one script call for all) at the head's hint, except in a
-// probe window: the first interval (at most half of probeEvery) of every
-// probeEvery by the wall clock, shared by every Client, in which each wake
-// comes probeSlot after its hint. A Go-only fleet takes its permits in
-// clumps, one per expiry instant, and a fixed slot of the wall clock may
-// never hold one of those instants; a window of one interval holds every
-// instant once, and the permits freed there sit free for probeSlot: a
-// Redisson waiter starved so far, which retries at most a 100 ms tick
-// after the same expiry, takes them, and the next census sees it. Each
-// clump waits probeSlot once per probeEvery, so a Go-only fleet that
-// takes every permit loses probeSlot/probeEvery of them
-// (docs/fairness.md).
+// wake together (one script call for all) at the head's hint, and in a
+// probe window their calls leave a permit free for a Redisson waiter
+// starved so far (fairness_probe.go).
 
 // A census is one ZRANGE of the newest censusRecords records; a Client
 // makes one per limiter at most once per interval, only after one of its
 // blocked callers was refused.
 
 const (
-	probeEvery = 12 * time.Second
-	probeSlot  = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
-
 	// The spread's start, bounds and step per census.
 	spreadStart = 30 * time.Millisecond
 	spreadMin   = time.Millisecond
@@ -78,9 +66,10 @@ const (
 // (Redisson, or Go clients of versions that do not mark their records)
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
-// this library writes, waiters wake together on their hint, except that
-// in a probe window (the first interval of every 12 s of the wall clock)
-// they wake 110 ms after it.
+// this library writes, waiters wake together on their hint, and in a
+// probe window (the first interval of every 12 s of the wall clock) their
+// calls leave a permit free for 110 ms, which holds back one of them
+// (every permit for 50 ms, once a minute).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
@@ -247,7 +236,7 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 		f.censusAt = now
 		go c.census(lim, l.key)
 	}
-	at, own := probed(wake, f.interval), false
+	at, own := wake, false
 	if f.shared(now) {
 		at, own = wake.Add(f.draw()-hintPad), true
 	}
@@ -299,20 +288,6 @@ const hintPad = 3 * time.Millisecond
 // censusEvery is the least time between two censuses of one limiter.
 func censusEvery(interval time.Duration) time.Duration {
 	return max(interval/2, 250*time.Millisecond)
-}
-
-// probed delays by probeSlot a wake that falls in a probe window: the
-// first interval, and at most half, of every probeEvery of the wall clock.
-// A clump of records is delayed once per window: its next expiry, an
-// interval and probeSlot later, falls after the window.
-func probed(at time.Time, interval time.Duration) time.Time {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	if time.Duration(at.UnixNano())%probeEvery < min(interval, probeEvery/2) {
-		return at.Add(probeSlot)
-	}
-	return at
 }
 
 // census reads the newest records of r's window, notes whether other

@@ -87,30 +87,6 @@ func TestFleetStep(t *testing.T) {
 	}
 }
 
-// Wakes in a probe window (its first interval) come probeSlot later;
-// others stay, and so does a clump delayed once: its next expiry falls
-// after the window.
-func TestProbed(t *testing.T) {
-	base := time.Unix(0, 0).Add(1000 * probeEvery)
-	for _, in := range []time.Duration{0, time.Millisecond, 999 * time.Millisecond} {
-		if got := probed(base.Add(in), time.Second); !got.Equal(base.Add(in + probeSlot)) {
-			t.Errorf("wake %v into the window moved to %v, want %v", in, got.Sub(base), in+probeSlot)
-		}
-	}
-	for _, out := range []time.Duration{time.Second, probeEvery - time.Millisecond} {
-		if at := base.Add(out); !probed(at, time.Second).Equal(at) {
-			t.Errorf("a wake %v after the window's start moved", out)
-		}
-	}
-	delayed := probed(base.Add(900*time.Millisecond), time.Second)
-	if next := delayed.Add(time.Second); !probed(next, time.Second).Equal(next) {
-		t.Error("a clump delayed once is delayed again an interval later")
-	}
-	if at := base.Add(probeEvery / 2); !probed(at, time.Hour).Equal(at) {
-		t.Error("a window longer than half the cycle")
-	}
-}
-
 // A refused waiter's wake: never before its hint, never past its limit or
 // deadline; on its own only when other writers were seen.
 func TestRefusedWakeBounds(t *testing.T) {
@@ -122,8 +98,8 @@ func TestRefusedWakeBounds(t *testing.T) {
 	c.lanes.mu.Lock()
 	defer c.lanes.mu.Unlock()
 	at, own := c.refusedWake(l, q, wake, time.Second)
-	if own || !at.Equal(probed(wake, time.Second)) {
-		t.Errorf("alone: wake %v after the hint, own %v; want %v (probe windows only), together", at.Sub(wake), own, probed(wake, time.Second).Sub(wake))
+	if own || !at.Equal(wake) {
+		t.Errorf("alone: wake %v after the hint, own %v; want on the hint, together", at.Sub(wake), own)
 	}
 	f := c.lanes.fleets["k"]
 	f.foreignUntil, f.spread = time.Now().Add(time.Minute), 30*time.Millisecond

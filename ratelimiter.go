@@ -36,6 +36,7 @@ type Client struct {
 
 	maxBatch  int          // WithMaxBatch; 1: no combining
 	unfair    bool         // WithFairness(false) (fairness.go)
+	probe     probeClock   // probe windows (fairness_probe.go); nil: the wall clock's
 	foreign   int          // WithForeignWaiters (fairness.go); 0: an even split
 	noLocal   bool         // WithLocalRefusals(false) (combine_localrefusal.go)
 	refusals  refusals     // local refusals by lane key

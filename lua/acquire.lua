@@ -23,7 +23,8 @@
 -- every later request is refused too, so that no waiter takes permits
 -- that one ahead of it is waiting for.
 -- Reply form '1': -1 on a collision, otherwise a table {rate, interval,
--- reset, then per request: granted (1 or 0), permits left after it, hint}.
+-- reset, then per request: granted (1, or 0, or 2 when refused only to
+-- hold permits free), permits left after it, hint}.
 -- reset is the ms until the oldest record in the window expires (0 when
 -- none). A request over the rate is refused with hint 0 and changes
 -- nothing; the caller reports ErrPermitsExceedRate.
@@ -81,7 +82,16 @@ local rate, interval, keep, value = c[1] + 0, c[2] + 0, (c[4] or '0') + 0, (stor
 if rate < 1 or interval < 1 or rate > MAX or interval > MAXMS or keep > MAXMS or value > MAX or value < -MAX then
   return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
 end
-local single = ARGV[3] == '0'
+local form = ARGV[3]
+local single = form == '0'
+-- Forms '1:K' and '2:K' are forms '1' and '2' that grant a request only
+-- while K permits stay free after it (a probe window's hold, fairness_probe.go);
+-- a request refused for that alone reads 2 in its granted field.
+local hold = 0
+if not single and #form > 2 then
+  hold = string.sub(form, 3) + 0
+  form = string.sub(form, 1, 1)
+end
 if single and ARGV[4] + 0 > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
@@ -144,7 +154,7 @@ end
 -- further records one at a time, at most HINT_WALK (window[k] is the k-th
 -- oldest). No Lua function or table is made on the hot path: each one
 -- shows in Redis's work per call.
-local strict, stop = ARGV[3] == '2', false
+local strict, stop = form == '2', false
 local total, out, first, window = 0, nil, nil, nil
 local granted, h = false, 0
 if not single then
@@ -170,9 +180,11 @@ for i = 4, #ARGV do
     value, changed = rate - lost, true
   end
   granted, h = false, 0
-  if n <= rate and value >= n and not stop then
+  local held = false
+  if n <= rate and value - n >= hold and not stop then
     value, total, granted = value - n, total + n, true
   elseif n <= rate then
+    held = value >= n and not stop
     -- The ms until enough records expire to free the permits missing, at
     -- least 2 and at most 2^53-1, plus Redisson's 3 ms: a record stamped in
     -- the future of this clock is waited for until this clock sees it
@@ -211,7 +223,7 @@ for i = 4, #ARGV do
     stop = strict
   end
   if not single then
-    out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or 0, value, h
+    out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or (held and 2 or 0), value, h
   end
 end
 

@@ -1,0 +1,156 @@
+package ratelimiter
+
+import (
+	"time"
+)
+
+// Probe windows (docs/fairness.md, "The rule", step 4). On a limiter
+// whose window holds only this library's records, the waiters wake
+// together on their hint, and a Redisson waiter starved so far would never
+// get a permit for a census to see: Redisson 4.x retries at its timer's
+// first 100 ms tick after the permits free, 3.16 3 ms after, and a Go
+// waiter takes them first. So in a probe window, the first interval (at
+// most half of probeEvery) of every probeEvery by the wall clock, the
+// same for every Client, a blocking caller's script call leaves a permit
+// free: it grants a request only while one permit stays free after it.
+// A request refused for that alone (held) calls again probeSlot after it
+// was first held, without the hold. Every Go call in the window leaves
+// the permit, so it sits free for probeSlot, longer than a 4.x tick: a
+// Redisson waiter takes it, and the next census sees its record.
+//
+// A held permit delays one Go waiter per clump of expiries by at most
+// probeSlot, not every waiter of the window: the waits a Go-only fleet
+// adds stay under its 99th percentile (docs/fairness.md, "Cost").
+//
+// A Redisson call asking more permits than one needs more free: in every
+// probeFullEvery-th window a fresh blocking call holds every permit for
+// probeFullSlot, then one until probeSlot. probeFullSlot is under a 4.x
+// tick, so such a Redisson service may need several of those windows to
+// get in; the delay it adds to every Go waiter of such a window is
+// probeFullSlot at most.
+//
+// Calls of non-blocking callers (TryAcquire, Allow) never hold: they
+// cannot wait for the permit they leave. A batch with one of them in it
+// holds nothing.
+
+const (
+	probeEvery     = 12 * time.Second
+	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
+	probeFullEvery = 5                      // every 5th window (once a minute) holds all
+	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of added p99 wait
+	// holdAll is a hold no window can keep (rates are at most 2^53-1).
+	holdAll = 1<<53 - 1
+)
+
+// probeClock says whether now is in a probe window of a limiter of the
+// given interval, and whether that window holds all permits. Tests swap
+// it (Client.probe).
+type probeClock func(now time.Time, interval time.Duration) (in, full bool)
+
+// probeWindow is the wall clock's probe windows: the first interval, and
+// at most half, of every probeEvery; every probeFullEvery-th of them
+// full.
+func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	ns := now.UnixNano()
+	in = time.Duration(ns)%probeEvery < min(interval, probeEvery/2)
+	return in, in && (ns/int64(probeEvery))%probeFullEvery == 0
+}
+
+// holdOf returns how many permits a call for q at now must leave free:
+// for a request first held at q.heldAt, what is left of its hold (all for
+// probeFullSlot after a hold in a full window, then one until
+// probeSlot, then none); for one never held, the window's hold.
+func holdOf(q *request, now time.Time, in, full bool) int64 {
+	if !q.blocking {
+		return 0
+	}
+	if q.heldAt.IsZero() {
+		switch {
+		case full:
+			return holdAll
+		case in:
+			return 1
+		}
+		return 0
+	}
+	since := now.Sub(q.heldAt)
+	switch {
+	case q.heldFull && since < probeFullSlot:
+		return holdAll
+	case since < probeSlot:
+		return 1
+	}
+	return 0
+}
+
+// holdEnds returns when the hold of a request first held at at, in a full
+// window or not, next changes, after now.
+func holdEnds(at time.Time, full bool, now time.Time) time.Time {
+	if full && now.Before(at.Add(probeFullSlot)) {
+		return at.Add(probeFullSlot)
+	}
+	return at.Add(probeSlot)
+}
+
+// batchHold returns the hold of a script call for batch in lane l at now:
+// the least any of its requests must leave (0 when one of them is not a
+// blocking caller's), or 0 when the limiter is not in a probe window
+// while only this library writes it, or fair wakes are off.
+func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
+	if c.unfair || c.maxBatch == 1 {
+		return 0
+	}
+	if _, ok := batch[0].p.(*Limiter); !ok {
+		return 0
+	}
+	c.lanes.mu.Lock()
+	f := c.lanes.fleets[l.key]
+	goOnly := f != nil && !f.shared(now)
+	var interval time.Duration
+	if f != nil {
+		interval = f.interval
+	}
+	c.lanes.mu.Unlock()
+	if !goOnly {
+		return 0
+	}
+	at := c.probe
+	if at == nil {
+		at = probeWindow
+	}
+	in, full := at(now, interval)
+	k := int64(holdAll)
+	for _, q := range batch {
+		k = min(k, holdOf(q, now, in, full))
+	}
+	return k
+}
+
+// noteHolds records, for each request of batch that a call made at sent
+// with hold k held, when it was first held (and whether all permits were
+// held), and has it call again when its hold changes if that comes before
+// its hint. In a strict batch (waiters) the requests refused behind a held
+// one count as held: they woke with it.
+func noteHolds(batch []*request, b *batchReply, sent time.Time, k int64, strict bool) {
+	if b.err != nil {
+		return
+	}
+	now := time.Now()
+	behind := false
+	for i, q := range batch {
+		v := &b.verdicts[i]
+		if !v.held && !(behind && v.err == nil && !v.res.Granted) {
+			continue
+		}
+		behind = strict
+		if q.heldAt.IsZero() {
+			q.heldAt, q.heldFull = sent, k >= holdAll
+		}
+		if d := holdEnds(q.heldAt, q.heldFull, sent).Sub(now); d < v.res.RetryAfter {
+			v.res.RetryAfter = max(d, time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package ratelimiter
+
+import (
+	"testing"
+	"time"
+)
+
+// Probe windows are the first interval, at most half of probeEvery, of
+// every probeEvery of the wall clock; every probeFullEvery-th is full.
+func TestProbeWindow(t *testing.T) {
+	full := time.Unix(0, 0).Add(1000 * probeFullEvery * probeEvery) // a full window's start
+	cases := []struct {
+		at             time.Time
+		interval       time.Duration
+		wantIn, wantFl bool
+	}{
+		{full, time.Second, true, true},
+		{full.Add(999 * time.Millisecond), time.Second, true, true},
+		{full.Add(time.Second), time.Second, false, false},
+		{full.Add(probeEvery), time.Second, true, false},
+		{full.Add(probeEvery + 500*time.Millisecond), 500 * time.Millisecond, false, false},
+		{full.Add(probeEvery/2 - time.Millisecond), time.Hour, true, true},
+		{full.Add(probeEvery / 2), time.Hour, false, false},
+		{full.Add(probeFullEvery * probeEvery), time.Second, true, true},
+		{full.Add(probeEvery + time.Millisecond), 0, true, false}, // no interval known: 1 s
+	}
+	for _, c := range cases {
+		in, fl := probeWindow(c.at, c.interval)
+		if in != c.wantIn || fl != c.wantFl {
+			t.Errorf("%v into the cycle, interval %v: in %v full %v, want %v %v", c.at.Sub(full), c.interval, in, fl, c.wantIn, c.wantFl)
+		}
+	}
+}
+
+// A request's hold: none for non-blocking calls; for one never held, the
+// window's; once held, all permits for probeFullSlot (full windows), one
+// until probeSlot, then none, whatever the window says.
+func TestHoldOf(t *testing.T) {
+	now := time.Now()
+	waiter := &request{blocking: true}
+	for _, c := range []struct {
+		q        *request
+		in, full bool
+		want     int64
+	}{
+		{&request{}, true, true, 0},
+		{waiter, false, false, 0},
+		{waiter, true, false, 1},
+		{waiter, true, true, holdAll},
+		{&request{blocking: true, heldAt: now.Add(-10 * time.Millisecond), heldFull: true}, false, false, holdAll},
+		{&request{blocking: true, heldAt: now.Add(-probeFullSlot), heldFull: true}, true, true, 1},
+		{&request{blocking: true, heldAt: now.Add(-10 * time.Millisecond)}, true, true, 1},
+		{&request{blocking: true, heldAt: now.Add(-probeSlot)}, true, true, 0},
+	} {
+		if got := holdOf(c.q, now, c.in, c.full); got != c.want {
+			t.Errorf("blocking %v held %v ago (full %v), window in %v full %v: hold %d, want %d",
+				c.q.blocking, now.Sub(c.q.heldAt), c.q.heldFull, c.in, c.full, got, c.want)
+		}
+	}
+	at := now.Add(-time.Millisecond)
+	if got := holdEnds(at, true, now); !got.Equal(at.Add(probeFullSlot)) {
+		t.Errorf("full hold: ends %v after, want %v", got.Sub(at), probeFullSlot)
+	}
+	if got := holdEnds(at, false, now); !got.Equal(at.Add(probeSlot)) {
+		t.Errorf("one permit held: ends %v after, want %v", got.Sub(at), probeSlot)
+	}
+}

@@ -1,0 +1,148 @@
+package ratelimiter_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
+)
+
+// The acquire script's hold forms grant a request only while the hold
+// stays free after it, and mark a request refused for that alone as held:
+// not one that lacks permits, nor one behind a refused waiter.
+func TestHoldForms(t *testing.T) {
+	ctx := context.Background()
+	c := ratelimiter.NewClient(newRedis(t))
+	l := c.Limiter(uniqueName(t))
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
+	require.NoError(t, err)
+
+	granted, held, err := ratelimiter.DecideHolding(ctx, l, false, 1, 1, 1, 1)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, false}, granted, "3 free, one held: two granted")
+	require.Equal(t, []bool{false, false, true}, held)
+
+	granted, held, err = ratelimiter.DecideHolding(ctx, l, false, 1, 2)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, granted)
+	require.Equal(t, []bool{false}, held, "1 free, 2 asked: refused for want of permits, not held")
+
+	granted, held, err = ratelimiter.DecideHolding(ctx, l, true, 1, 1, 1)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false}, granted)
+	require.Equal(t, []bool{true, false}, held, "strict: the one behind the held waiter is refused, not held")
+
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the held permit is still free")
+
+	m := c.Limiter(uniqueName(t))
+	_, err = m.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: time.Minute})
+	require.NoError(t, err)
+	granted, held, err = ratelimiter.DecideHolding(ctx, m, true, ratelimiter.HoldAll, 1)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, granted)
+	require.Equal(t, []bool{true}, held, "a full window holds every permit")
+}
+
+// In a probe window a Go-only fleet's waiters leave a permit free:
+// 4 waiters on a full window of 4 per second, one Client, its probe clock
+// always in a window. When the records expire, the lane's call grants 3
+// and holds the 4th, which gets its permit probeSlot later; in a full
+// window the lane holds every permit for probeFullSlot first. Without a
+// window all 4 are granted in one call. The check is on the records'
+// stamps (the server's clock), so it bounds waits from below only.
+func TestProbeHoldsAPermit(t *testing.T) {
+	slot, fullSlot := ratelimiter.ProbeSlots[0], ratelimiter.ProbeSlots[1]
+	const slack = 10 * time.Millisecond // the server's clock against this process's
+	for _, tc := range []struct {
+		name     string
+		in, full bool
+		want     []uint32 // permits of the records after the fill, oldest first
+	}{
+		{"no window", false, false, []uint32{4}},
+		{"window", true, false, []uint32{3, 1}},
+		{"full window", true, true, []uint32{3, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fill, recs := probeRun(t, tc.in, tc.full)
+			got := make([]uint32, len(recs))
+			for i, r := range recs {
+				got[i] = r.permits
+			}
+			require.Equal(t, tc.want, got, "the waiters' records")
+			if len(got) < 2 {
+				return
+			}
+			expiry := fill.Add(time.Second)
+			if tc.full {
+				require.GreaterOrEqual(t, recs[0].at.Sub(expiry), fullSlot-slack, "a full window grants nothing for probeFullSlot")
+			}
+			require.GreaterOrEqual(t, recs[1].at.Sub(recs[0].at), slot-fullSlot*time.Duration(boolInt(tc.full))-slack, "the held permit waits out probeSlot")
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// probeRecord is one permit record: its stamp and permits.
+type probeRecord struct {
+	at      time.Time
+	permits uint32
+}
+
+// probeRun fills a 4 per second limiter with one TryAcquire, puts 4
+// goroutines in Acquire(1) on it through one Client whose probe clock
+// says (in, full), waits for them, and returns the fill's stamp and the
+// waiters' records (the fill's has expired by then).
+func probeRun(t *testing.T, in, full bool) (time.Time, []probeRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rdb := newRedis(t)
+	c := ratelimiter.NewClient(rdb)
+	ratelimiter.SetProbeClock(c, func(time.Time, time.Duration) (bool, bool) { return in, full })
+	l := c.Limiter(uniqueName(t))
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 4, Interval: time.Second})
+	require.NoError(t, err)
+	ok, err := l.TryAcquire(ctx, 4)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fill := readRecords(t, rdb, l)
+	require.Len(t, fill, 1)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- l.Acquire(ctx, 1) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return fill[0].at, readRecords(t, rdb, l)
+}
+
+// readRecords returns l's permit records, oldest first.
+func readRecords(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter) []probeRecord {
+	zs, err := rdb.ZRangeWithScores(context.Background(), l.Keys().Permits, 0, -1).Result()
+	require.NoError(t, err)
+	out := make([]probeRecord, len(zs))
+	for i, z := range zs {
+		m, err := wire.Decode([]byte(z.Member.(string)))
+		require.NoError(t, err)
+		out[i] = probeRecord{at: time.UnixMilli(int64(z.Score)), permits: m.Permits}
+	}
+	return out
+}
