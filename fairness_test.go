@@ -3,7 +3,9 @@ package ratelimiter_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -94,9 +96,21 @@ const goOnlyCallers = 16
 // mechanism that adds a call per wake, not one that adds 10%.
 func TestFairnessCostGoOnly(t *testing.T) {
 	redistest.SkipIfShort(t, "fairness cost rounds")
-	const rounds, dur = 5, 2 * time.Second
+	rounds, dur, fleets := 5, 2*time.Second, []int{1, 4, 16}
+	// For longer measurements than the suite's (docs/fairness.md):
+	// FAIRNESS_COST_ROUNDS rounds of FAIRNESS_COST_DUR, FAIRNESS_COST_CLIENTS
+	// one count of Clients.
+	if n, err := strconv.Atoi(os.Getenv("FAIRNESS_COST_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	if d, err := time.ParseDuration(os.Getenv("FAIRNESS_COST_DUR")); err == nil && d > 0 {
+		dur = d
+	}
+	if n, err := strconv.Atoi(os.Getenv("FAIRNESS_COST_CLIENTS")); err == nil && n > 0 && goOnlyCallers%n == 0 {
+		fleets = []int{n}
+	}
 	srvOn, srvOff := ownServer(t), ownServer(t)
-	for _, clients := range []int{1, 4, 16} {
+	for _, clients := range fleets {
 		var on, off []yieldRun
 		for r := 0; r < rounds; r++ {
 			runOff := goOnlyLoad(t, srvOff, clients, dur, ratelimiter.WithFairness(false))

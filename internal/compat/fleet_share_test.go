@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,10 @@ type fleetSpec struct {
 
 // fleetResult is the permits each side got from the third second of a
 // run (each side's own return times).
-type fleetResult struct{ java, goSide int64 }
+type fleetResult struct {
+	java, goSide       int64
+	javaFirst, goFirst time.Duration // each side's first grant after the start; -1: none
+}
 
 func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(max(1, r.java+r.goSide)) }
 
@@ -60,7 +64,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		second := runPeer(t, v)
 		defer second.Close()
 		other := javaGrants(t, ctx, second, name, s.clients*s.perClient, s.dur, s.goN)
-		return countShares(<-javaCh, <-other, from, end, s)
+		return countShares(<-javaCh, <-other, start, from, end, s)
 	}
 	var mu sync.Mutex
 	var goTimes []int64
@@ -113,7 +117,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		}
 	}
 	wg.Wait()
-	return countShares(<-javaCh, goTimes, from, end, s)
+	return countShares(<-javaCh, goTimes, start, from, end, s)
 }
 
 // runPeer starts a peer of version v for one run; the caller closes it
@@ -152,9 +156,10 @@ func javaGrants(t *testing.T, ctx context.Context, peer *Peer, name string, thre
 	return ch
 }
 
-// countShares sums the permits of each side's grants returned in [from, end).
-func countShares(javaTimes, goTimes []int64, from, end int64, s fleetSpec) fleetResult {
-	var r fleetResult
+// countShares sums the permits of each side's grants returned in [from,
+// end) and finds each side's first grant after start.
+func countShares(javaTimes, goTimes []int64, start time.Time, from, end int64, s fleetSpec) fleetResult {
+	r := fleetResult{javaFirst: first(javaTimes, start), goFirst: first(goTimes, start)}
 	for _, x := range javaTimes {
 		if x >= from && x < end {
 			r.java += s.javaN
@@ -166,6 +171,14 @@ func countShares(javaTimes, goTimes []int64, from, end int64, s fleetSpec) fleet
 		}
 	}
 	return r
+}
+
+// first returns the earliest of times (Unix ms) after start, -1 if none.
+func first(times []int64, start time.Time) time.Duration {
+	if len(times) == 0 {
+		return -1
+	}
+	return time.UnixMilli(slices.Min(times)).Sub(start)
 }
 
 // TestFleetShares measures Java's share of a 50/s limiter beside a Go
@@ -310,7 +323,7 @@ func TestFleetCheck(t *testing.T) {
 			spec := parseShape(t, sh)
 			spec.dur, spec.strategy, spec.coldJVM = 20*time.Second, "lib", true
 			r := runFleet(t, "4.7.0", spec)
-			t.Logf("FLEET CHECK 4.7.0 %s java %d go %d share %.0f%%", sh, r.java, r.goSide, r.share())
+			t.Logf("FLEET CHECK 4.7.0 %s java %d go %d share %.0f%% (first grants: java +%v, go +%v)", sh, r.java, r.goSide, r.share(), r.javaFirst, r.goFirst)
 			if s := r.share(); s < 35 || s > 65 {
 				t.Errorf("%s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, s, r.java, r.java+r.goSide)
 			}
