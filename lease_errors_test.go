@@ -124,23 +124,13 @@ func TestLeaseRedisErrors(t *testing.T) {
 func TestLeaseDeniedCommandLeavesStateUntouched(t *testing.T) {
 	admin := newRedis(t)
 	ctx := context.Background()
-	cmds, rest := readmeACL(t)
+	cmds, _ := readmeACL(t)
 	user := "lease-denied-" + strings.ReplaceAll(uniqueName(t), "/", "-")
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
 	name := uniqueName(t)
 	var calls, failed, typed int
 	for _, withheld := range cmds {
-		acl := []any{"ACL", "SETUSER", user, "reset"}
-		for _, r := range rest {
-			acl = append(acl, r)
-		}
-		for _, c := range cmds {
-			if c != withheld {
-				acl = append(acl, "+"+c)
-			}
-		}
-		require.NoError(t, admin.Do(ctx, acl...).Err())
-		as := redis.NewClient(&redis.Options{Addr: redisAddr, Username: user, Password: "pw"})
+		as := readmeUser(t, admin, user, withheld)
 		l := ratelimiter.NewClient(as, ratelimiter.WithLeases(ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2})).Limiter(name)
 		k := l.Keys()
 		keys := []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits}
@@ -181,20 +171,9 @@ func TestLeaseDeniedCommandLeavesStateUntouched(t *testing.T) {
 func TestLeasePermissionDeniedFallsBack(t *testing.T) {
 	admin := newRedis(t)
 	ctx := context.Background()
-	cmds, rest := readmeACL(t)
 	user := "lease-nozscore-" + strings.ReplaceAll(uniqueName(t), "/", "-")
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
-	acl := []any{"ACL", "SETUSER", user, "reset"}
-	for _, r := range rest {
-		acl = append(acl, r)
-	}
-	for _, c := range cmds {
-		if c != "zscore" {
-			acl = append(acl, "+"+c)
-		}
-	}
-	require.NoError(t, admin.Do(ctx, acl...).Err())
-	as := redis.NewClient(&redis.Options{Addr: redisAddr, Username: user, Password: "pw"})
+	as := readmeUser(t, admin, user, "zscore")
 	defer as.Close()
 	var leased int
 	c := ratelimiter.NewClient(as, ratelimiter.WithLeases(ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2}),

@@ -46,6 +46,26 @@ func readmeACL(t *testing.T) (cmds, rest []string) {
 	return nil, nil
 }
 
+// readmeUser makes (or remakes) the Redis user named user with the
+// README's ACL line less the command withheld ("" withholds none), and
+// returns a client logged in as it; the caller closes it and deletes the
+// user.
+func readmeUser(t *testing.T, admin *redis.Client, user, withheld string) *redis.Client {
+	t.Helper()
+	cmds, rest := readmeACL(t)
+	acl := []any{"ACL", "SETUSER", user, "reset"}
+	for _, r := range rest {
+		acl = append(acl, r)
+	}
+	for _, c := range cmds {
+		if c != withheld {
+			acl = append(acl, "+"+c)
+		}
+	}
+	require.NoError(t, admin.Do(context.Background(), acl...).Err())
+	return redis.NewClient(&redis.Options{Addr: redisAddr, Username: user, Password: "pw"})
+}
+
 // aclState is a limiter state that a denied call must leave as it was.
 // Record offsets are ms before now; a record holds 2 permits.
 type aclState struct {
@@ -222,24 +242,14 @@ func writeState(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter, st aclS
 func TestDeniedCommandLeavesStateUntouched(t *testing.T) {
 	admin := newRedis(t)
 	ctx := context.Background()
-	cmds, rest := readmeACL(t)
+	cmds, _ := readmeACL(t)
 	user := "denied-" + strings.ReplaceAll(uniqueName(t), "/", "-")
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
 	name := uniqueName(t)
 
 	var calls, failed, changed, typed int
 	for _, withheld := range cmds {
-		acl := []any{"ACL", "SETUSER", user, "reset"}
-		for _, r := range rest {
-			acl = append(acl, r)
-		}
-		for _, c := range cmds {
-			if c != withheld {
-				acl = append(acl, "+"+c)
-			}
-		}
-		require.NoError(t, admin.Do(ctx, acl...).Err())
-		as := redis.NewClient(&redis.Options{Addr: redisAddr, Username: user, Password: "pw"})
+		as := readmeUser(t, admin, user, withheld)
 		anyFailed := false
 		for _, batch := range []int{0, 1} {
 			now := time.Now().UnixMilli()

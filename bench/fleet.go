@@ -242,9 +242,8 @@ func goFleet(decide []func(context.Context) (bool, error), s fleetShape, spans b
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type tally struct {
-			decisions, grants int64
-			spans             [][2]int64
-			err               error
+			callerTally
+			spans [][2]int64
 		}
 		tallies := make([]tally, s.clients*s.callers)
 		end := time.Now().Add(d)
@@ -253,25 +252,13 @@ func goFleet(decide []func(context.Context) (bool, error), s fleetShape, spans b
 			wg.Add(1)
 			go func(t *tally, try func(context.Context) (bool, error)) {
 				defer wg.Done()
-				for {
-					start := time.Now()
-					if !start.Before(end) || ctx.Err() != nil {
-						return
-					}
-					ok, err := try(ctx)
-					if err != nil {
-						t.err = err
-						cancel()
-						return
-					}
-					t.decisions++
-					if ok {
-						t.grants++
-						if spans {
-							t.spans = append(t.spans, [2]int64{start.UnixNano(), time.Now().UnixNano()})
-						}
+				var granted func(time.Time)
+				if spans {
+					granted = func(start time.Time) {
+						t.spans = append(t.spans, [2]int64{start.UnixNano(), time.Now().UnixNano()})
 					}
 				}
+				decideUntil(ctx, cancel, end, try, &t.callerTally, granted)
 			}(&tallies[j], decide[j%len(decide)])
 		}
 		wg.Wait()

@@ -18,9 +18,8 @@ func (try goLimiter) run(ctx context.Context, callers int, d time.Duration, stam
 	defer cancel()
 	end := time.Now().Add(d)
 	type tally struct {
-		decisions, grants int64
-		stamps            []int64
-		err               error
+		callerTally
+		stamps []int64
 	}
 	tallies := make([]tally, callers)
 	var wg sync.WaitGroup
@@ -28,25 +27,11 @@ func (try goLimiter) run(ctx context.Context, callers int, d time.Duration, stam
 		wg.Add(1)
 		go func(t *tally) {
 			defer wg.Done()
-			for {
-				start := time.Now()
-				if !start.Before(end) || ctx.Err() != nil {
-					return
-				}
-				ok, err := try(ctx)
-				if err != nil {
-					t.err = err
-					cancel()
-					return
-				}
-				t.decisions++
-				if ok {
-					t.grants++
-					if stamps {
-						t.stamps = append(t.stamps, start.UnixNano())
-					}
-				}
+			var granted func(time.Time)
+			if stamps {
+				granted = func(start time.Time) { t.stamps = append(t.stamps, start.UnixNano()) }
 			}
+			decideUntil(ctx, cancel, end, try, &t.callerTally, granted)
 		}(&tallies[i])
 	}
 	wg.Wait()
@@ -61,6 +46,38 @@ func (try goLimiter) run(ctx context.Context, callers int, d time.Duration, stam
 	}
 	slices.Sort(o.stamps)
 	return o, nil
+}
+
+// callerTally is what one caller of a load loop decided.
+type callerTally struct {
+	decisions, grants int64
+	err               error
+}
+
+// decideUntil calls try until end has passed or ctx is done, counting
+// decisions and grants in t and calling granted (if not nil) with each
+// grant's start, the clock read just before its call. An error stops
+// it: it is kept in t and cancel ends the other callers.
+func decideUntil(ctx context.Context, cancel func(), end time.Time, try func(context.Context) (bool, error), t *callerTally, granted func(start time.Time)) {
+	for {
+		start := time.Now()
+		if !start.Before(end) || ctx.Err() != nil {
+			return
+		}
+		ok, err := try(ctx)
+		if err != nil {
+			t.err = err
+			cancel()
+			return
+		}
+		t.decisions++
+		if ok {
+			t.grants++
+			if granted != nil {
+				granted(start)
+			}
+		}
+	}
 }
 
 // latency times n sequential decisions.

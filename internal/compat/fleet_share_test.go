@@ -44,7 +44,7 @@ func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(ma
 func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	peer := peerFor(t, v)
 	if s.coldJVM {
-		peer = runPeer(t, v)
+		peer = startPeer(t, v, "") // one JVM per run: newPeer's would stay up until the test ends
 		defer peer.Close()
 	}
 	name := limName(t, "fleet")
@@ -61,7 +61,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	if s.strategy == "java" {
 		// Redisson beside Redisson: the "Go" side is a second JVM whose
 		// threads are the shape's goroutines, each asking goN.
-		second := runPeer(t, v)
+		second := startPeer(t, v, "")
 		defer second.Close()
 		other := javaGrants(t, ctx, second, name, s.clients*s.perClient, s.dur, s.goN)
 		return countShares(<-javaCh, <-other, start, from, end, s)
@@ -118,20 +118,6 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	}
 	wg.Wait()
 	return countShares(<-javaCh, goTimes, start, from, end, s)
-}
-
-// runPeer starts a peer of version v for one run; the caller closes it
-// (newPeer's would stay up until the whole test ends, one JVM per run).
-func runPeer(t *testing.T, v string) *Peer {
-	t.Helper()
-	needJava(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	p, err := StartPeer(ctx, PeerOptions{Version: v, Addr: redisAddr(t)})
-	if err != nil {
-		t.Fatalf("start peer %s: %v", v, err)
-	}
-	return p
 }
 
 // javaGrants runs peer's load command (threads in acquire(n) on name for

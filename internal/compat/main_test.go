@@ -92,6 +92,19 @@ func peerFor(t testing.TB, version string) *Peer {
 // newPeer starts an extra peer that the test owns (closed at its end).
 func newPeer(t testing.TB, version, prefix string) *Peer {
 	t.Helper()
+	p := startPeer(t, version, prefix)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close peer: %v", err)
+		}
+	})
+	return p
+}
+
+// startPeer starts an extra peer on the package's Redis; the caller
+// closes it.
+func startPeer(t testing.TB, version, prefix string) *Peer {
+	t.Helper()
 	needJava(t)
 	addr := redisAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -100,11 +113,6 @@ func newPeer(t testing.TB, version, prefix string) *Peer {
 	if err != nil {
 		t.Fatalf("start peer %s: %v", version, err)
 	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("close peer: %v", err)
-		}
-	})
 	return p
 }
 

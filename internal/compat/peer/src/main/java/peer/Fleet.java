@@ -1,7 +1,5 @@
 package peer;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -111,31 +109,7 @@ public final class Fleet {
     }
 
     private void serve(PrintStream out) throws Exception {
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            line = line.trim();
-            if (line.isEmpty()) {
-                continue;
-            }
-            if (line.equals("quit")) {
-                out.println("OK bye");
-                out.flush();
-                return;
-            }
-            String answer;
-            try {
-                answer = "OK" + handle(line.split(" +"));
-            } catch (Throwable t) {
-                Throwable c = t;
-                while (c.getCause() != null && c != c.getCause()) {
-                    c = c.getCause();
-                }
-                answer = "ERR " + c.getClass().getSimpleName() + " " + String.valueOf(c.getMessage()).replace('\n', ' ').replace('\r', ' ');
-            }
-            out.println(answer);
-            out.flush();
-        }
+        Peer.serveLines(out, this::handle);
     }
 
     private static void need(String[] a, int n) {

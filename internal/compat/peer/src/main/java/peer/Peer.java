@@ -118,6 +118,20 @@ public final class Peer {
     }
 
     private void serve() throws Exception {
+        serveLines(out, this::handle);
+    }
+
+    /** One command's handler: what follows "OK" in its answer. */
+    interface Handler {
+        String handle(String[] args) throws Throwable;
+    }
+
+    /**
+     * Serves the line protocol on stdin until EOF or "quit" (answered "OK bye"):
+     * each command's answer is "OK" and what h returns, or error(t) for what it throws.
+     * Peer and Fleet both speak it.
+     */
+    static void serveLines(PrintStream out, Handler h) throws Exception {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
@@ -132,7 +146,7 @@ public final class Peer {
             }
             String answer;
             try {
-                answer = "OK" + handle(line.split(" +"));
+                answer = "OK" + h.handle(line.split(" +"));
             } catch (Throwable t) {
                 answer = error(t);
             }
