@@ -30,8 +30,9 @@ import (
 // probeFullSlot at most.
 //
 // Calls of non-blocking callers (TryAcquire, Allow) never hold: they
-// cannot wait for the permit they leave. A batch with one of them in it
-// holds nothing.
+// cannot wait for the permit they leave. Nor does a blocking caller
+// whose limit or deadline comes within probeSlot. A batch with one of
+// them in it holds nothing.
 
 const (
 	probeEvery     = 12 * time.Second
@@ -60,11 +61,12 @@ func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
 }
 
 // holdOf returns how many permits a call for q at now must leave free:
-// for a request first held at q.heldAt, what is left of its hold (all for
+// none for a non-blocking caller or one that cannot wait probeSlot; for
+// a request first held at q.heldAt, what is left of its hold (all for
 // probeFullSlot after a hold in a full window, then one until
 // probeSlot, then none); for one never held, the window's hold.
 func holdOf(q *request, now time.Time, in, full bool) int64 {
-	if !q.blocking {
+	if !q.blocking || !q.canWait(now.Add(probeSlot)) {
 		return 0
 	}
 	if q.heldAt.IsZero() {
@@ -84,6 +86,18 @@ func holdOf(q *request, now time.Time, in, full bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// canWait reports whether q's caller waits until at: its limit
+// (TryAcquireTimeout) and its context's deadline are not earlier. A
+// caller that cannot wait out a hold never holds: no permit it could have
+// had is kept from it.
+func (q *request) canWait(at time.Time) bool {
+	if !q.fits(at) {
+		return false
+	}
+	dl, ok := q.ctx.Deadline()
+	return !ok || !dl.Before(at)
 }
 
 // holdEnds returns when the hold of a request first held at at, in a full

@@ -1,6 +1,7 @@
 package ratelimiter
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -32,25 +33,31 @@ func TestProbeWindow(t *testing.T) {
 	}
 }
 
-// A request's hold: none for non-blocking calls; for one never held, the
+// A request's hold: none for non-blocking calls or callers whose limit or
+// deadline comes within probeSlot; for one never held, the
 // window's; once held, all permits for probeFullSlot (full windows), one
 // until probeSlot, then none, whatever the window says.
 func TestHoldOf(t *testing.T) {
 	now := time.Now()
-	waiter := &request{blocking: true}
+	bg := context.Background()
+	waiter := &request{blocking: true, ctx: bg}
+	short, cancel := context.WithDeadline(bg, now.Add(probeSlot/2))
+	defer cancel()
 	for _, c := range []struct {
 		q        *request
 		in, full bool
 		want     int64
 	}{
-		{&request{}, true, true, 0},
+		{&request{ctx: bg}, true, true, 0},
+		{&request{blocking: true, ctx: bg, limit: now.Add(probeSlot / 2)}, true, false, 0},
+		{&request{blocking: true, ctx: short}, true, true, 0},
 		{waiter, false, false, 0},
 		{waiter, true, false, 1},
 		{waiter, true, true, holdAll},
-		{&request{blocking: true, heldAt: now.Add(-10 * time.Millisecond), heldFull: true}, false, false, holdAll},
-		{&request{blocking: true, heldAt: now.Add(-probeFullSlot), heldFull: true}, true, true, 1},
-		{&request{blocking: true, heldAt: now.Add(-10 * time.Millisecond)}, true, true, 1},
-		{&request{blocking: true, heldAt: now.Add(-probeSlot)}, true, true, 0},
+		{&request{blocking: true, ctx: bg, heldAt: now.Add(-10 * time.Millisecond), heldFull: true}, false, false, holdAll},
+		{&request{blocking: true, ctx: bg, heldAt: now.Add(-probeFullSlot), heldFull: true}, true, true, 1},
+		{&request{blocking: true, ctx: bg, heldAt: now.Add(-10 * time.Millisecond)}, true, true, 1},
+		{&request{blocking: true, ctx: bg, heldAt: now.Add(-probeSlot)}, true, true, 0},
 	} {
 		if got := holdOf(c.q, now, c.in, c.full); got != c.want {
 			t.Errorf("blocking %v held %v ago (full %v), window in %v full %v: hold %d, want %d",
