@@ -38,7 +38,8 @@ type batchReply struct {
 
 // decide runs the acquire script once for the permits ns, in order, and
 // returns one verdict for each. form is formSingle (len(ns) must be 1),
-// formTable or formStrict.
+// formTable or formStrict, or either of the last two holding permits
+// (holding).
 func (r *Limiter) decide(ctx context.Context, form string, ns []int64) batchReply {
 	return r.c.decideWith(ctx, form, ns, r.evalAcquire, parseVerdicts)
 }

@@ -303,7 +303,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	}
 	b := c.call(ctx, leave, batch[0].p, form, ns)
 	if hold > 0 {
-		noteHolds(batch, &b, sent, hold, strict)
+		noteHolds(batch, &b, sent, hold)
 	}
 	if lim != nil {
 		c.leases.observeBatch(lim, b)

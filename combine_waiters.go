@@ -86,7 +86,7 @@ func newWaiter(ctx context.Context, p target, n int64, limit time.Time) *request
 }
 
 // heldLike copies prev's hold (fairness_probe.go) to q, the same caller's
-// next request: a caller is held once per call at most.
+// next request: a caller is held once per probe window at most.
 func (q *request) heldLike(prev *request) *request {
 	q.heldAt, q.heldFull = prev.heldAt, prev.heldFull
 	return q

@@ -109,3 +109,12 @@ const HoldAll = holdAll
 // ProbeSlots are how long a held request waits: probeSlot, and
 // probeFullSlot in a full window.
 var ProbeSlots = [2]time.Duration{probeSlot, probeFullSlot}
+
+// MarkRefused makes c's fleet state of l as if one of its blocked callers
+// had been refused at at, on a limiter of the given interval that only
+// this library writes.
+func MarkRefused(l *Limiter, at time.Time, interval time.Duration) {
+	l.c.lanes.mu.Lock()
+	defer l.c.lanes.mu.Unlock()
+	l.c.lanes.fleetOf(l.laneKey(), interval).refusedAt = at
+}

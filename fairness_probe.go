@@ -12,11 +12,15 @@ import (
 // waiter takes them first. So in a probe window, the first interval (at
 // most half of probeEvery) of every probeEvery by the wall clock, the
 // same for every Client, a blocking caller's script call leaves a permit
-// free: it grants a request only while one permit stays free after it.
-// A request refused for that alone (held) calls again probeSlot after it
-// was first held, without the hold. Every Go call in the window leaves
-// the permit, so it sits free for probeSlot, longer than a 4.x tick: a
-// Redisson waiter takes it, and the next census sees its record.
+// free while the limiter is contended (a blocked caller of this Client
+// was refused within the last two intervals): it grants a request only while
+// one permit stays free after it. A request refused for that alone
+// (held) calls again probeSlot after it was held, without the hold; a
+// caller is held once per window at most. The blocking calls of the
+// other Clients leave the permit too, so it sits free until that retry,
+// longer than a 4.x tick: a Redisson waiter takes it, and the next census
+// sees its record. What takes it earlier: a non-blocking call, a lease
+// call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
 // A held permit delays one Go waiter per clump of expiries by at most
 // probeSlot, not every waiter of the window: the waits a Go-only fleet
@@ -62,14 +66,15 @@ func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
 
 // holdOf returns how many permits a call for q at now must leave free:
 // none for a non-blocking caller or one that cannot wait probeSlot; for
-// a request first held at q.heldAt, what is left of its hold (all for
-// probeFullSlot after a hold in a full window, then one until
-// probeSlot, then none); for one never held, the window's hold.
+// a request held in this window (at q.heldAt), what is left of its hold
+// (all for probeFullSlot after a hold in a full window, then one until
+// probeSlot, then none); for one not held in this window, the window's
+// hold.
 func holdOf(q *request, now time.Time, in, full bool) int64 {
 	if !q.blocking || !q.canWait(now.Add(probeSlot)) {
 		return 0
 	}
-	if q.heldAt.IsZero() {
+	if !heldLately(q, now) {
 		switch {
 		case full:
 			return holdAll
@@ -86,6 +91,13 @@ func holdOf(q *request, now time.Time, in, full bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// heldLately reports whether q was held in the probe window of now: a
+// caller is held once per window at most, and a hold of an earlier
+// window (a caller that waits long) does not keep it from holding again.
+func heldLately(q *request, now time.Time) bool {
+	return !q.heldAt.IsZero() && now.Sub(q.heldAt) < probeEvery/2
 }
 
 // canWait reports whether q's caller waits until at: its limit
@@ -110,9 +122,12 @@ func holdEnds(at time.Time, full bool, now time.Time) time.Time {
 }
 
 // batchHold returns the hold of a script call for batch in lane l at now:
-// the least any of its requests must leave (0 when one of them is not a
-// blocking caller's), or 0 when the limiter is not in a probe window
-// while only this library writes it, or fair wakes are off.
+// the least any of its requests must leave (so 0 when one of them is not
+// a blocking caller's), or 0 unless only this library writes the limiter,
+// one of this Client's blocked callers of it was refused within the last
+// two intervals (a waiter wakes at most an interval after its refusal; no
+// hold delays a caller while permits are to spare), and fair wakes are
+// on.
 func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	if c.unfair || c.maxBatch == 1 {
 		return 0
@@ -120,15 +135,20 @@ func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	if _, ok := batch[0].p.(*Limiter); !ok {
 		return 0
 	}
+	for _, q := range batch {
+		if !q.blocking || !q.canWait(now.Add(probeSlot)) {
+			return 0 // before the lock: most calls of a busy Client stop here
+		}
+	}
 	c.lanes.mu.Lock()
 	f := c.lanes.fleets[l.key]
-	goOnly := f != nil && !f.shared(now)
+	contended := f != nil && !f.shared(now) && now.Sub(f.refusedAt) <= 2*f.interval
 	var interval time.Duration
 	if f != nil {
 		interval = f.interval
 	}
 	c.lanes.mu.Unlock()
-	if !goOnly {
+	if !contended {
 		return 0
 	}
 	at := c.probe
@@ -144,23 +164,20 @@ func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
 }
 
 // noteHolds records, for each request of batch that a call made at sent
-// with hold k held, when it was first held (and whether all permits were
-// held), and has it call again when its hold changes if that comes before
-// its hint. In a strict batch (waiters) the requests refused behind a held
-// one count as held: they woke with it.
-func noteHolds(batch []*request, b *batchReply, sent time.Time, k int64, strict bool) {
+// with hold k held, when it was held in this window (and whether all
+// permits were held), and has it call again when its hold changes if
+// that comes before its hint.
+func noteHolds(batch []*request, b *batchReply, sent time.Time, k int64) {
 	if b.err != nil {
 		return
 	}
 	now := time.Now()
-	behind := false
 	for i, q := range batch {
 		v := &b.verdicts[i]
-		if !v.held && !(behind && v.err == nil && !v.res.Granted) {
+		if !v.held {
 			continue
 		}
-		behind = strict
-		if q.heldAt.IsZero() {
+		if !heldLately(q, sent) {
 			q.heldAt, q.heldFull = sent, k >= holdAll
 		}
 		if d := holdEnds(q.heldAt, q.heldFull, sent).Sub(now); d < v.res.RetryAfter {

@@ -72,3 +72,43 @@ func TestHoldOf(t *testing.T) {
 		t.Errorf("one permit held: ends %v after, want %v", got.Sub(at), probeSlot)
 	}
 }
+
+// noteHolds marks the held requests of a call (once per window: a hold of
+// an earlier window is replaced), and shortens their hint to the end of
+// the hold; it leaves the others and longer-held hints alone.
+func TestNoteHolds(t *testing.T) {
+	sent := time.Now()
+	long := time.Minute
+	fresh, other := &request{blocking: true}, &request{blocking: true}
+	stale := &request{blocking: true, heldAt: sent.Add(-probeEvery)}
+	recent := &request{blocking: true, heldAt: sent.Add(-20 * time.Millisecond)}
+	batch := []*request{fresh, other, stale, recent}
+	b := batchReply{verdicts: []verdict{
+		{held: true, res: Result{RetryAfter: long}},
+		{res: Result{RetryAfter: long}},
+		{held: true, res: Result{RetryAfter: long}},
+		{held: true, res: Result{RetryAfter: 5 * time.Millisecond}},
+	}}
+	noteHolds(batch, &b, sent, holdAll)
+	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.verdicts[0].res.RetryAfter > probeFullSlot {
+		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, at most %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.verdicts[0].res.RetryAfter, probeFullSlot)
+	}
+	if !other.heldAt.IsZero() || b.verdicts[1].res.RetryAfter != long {
+		t.Errorf("not held: marked %v, retry after %v", other.heldAt, b.verdicts[1].res.RetryAfter)
+	}
+	if !stale.heldAt.Equal(sent) {
+		t.Errorf("a hold of an earlier window kept (%v before the call)", sent.Sub(stale.heldAt))
+	}
+	if !recent.heldAt.Equal(sent.Add(-20*time.Millisecond)) || recent.heldFull || b.verdicts[3].res.RetryAfter != 5*time.Millisecond {
+		t.Errorf("held earlier in the window: held at %v full %v, retry after %v", sent.Sub(recent.heldAt), recent.heldFull, b.verdicts[3].res.RetryAfter)
+	}
+	if d := b.verdicts[2].res.RetryAfter; d > probeFullSlot || d < time.Millisecond {
+		t.Errorf("retry after %v, want within (0, %v]", d, probeFullSlot)
+	}
+	failed := batchReply{err: context.Canceled, verdicts: []verdict{{held: true}}}
+	q := &request{blocking: true}
+	noteHolds([]*request{q}, &failed, sent, 1)
+	if !q.heldAt.IsZero() {
+		t.Error("a failed call marked a hold")
+	}
+}

@@ -3,6 +3,7 @@ package ratelimiter_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,7 +85,11 @@ func TestProbeHoldsAPermit(t *testing.T) {
 			if tc.full {
 				require.GreaterOrEqual(t, recs[0].at.Sub(expiry), fullSlot-slack, "a full window grants nothing for probeFullSlot")
 			}
-			require.GreaterOrEqual(t, recs[1].at.Sub(recs[0].at), slot-fullSlot*time.Duration(boolInt(tc.full))-slack, "the held permit waits out probeSlot")
+			gap := recs[1].at.Sub(recs[0].at)
+			require.GreaterOrEqual(t, gap, slot-fullSlot*time.Duration(boolInt(tc.full))-slack, "the held permit waits out probeSlot")
+			// The next records expire an interval (1 s) after the first:
+			// a held caller that missed its retry would wait for them.
+			require.Less(t, gap, 800*time.Millisecond, "the held permit is taken at the retry, not at the next expiry")
 		})
 	}
 }
@@ -145,4 +150,51 @@ func readRecords(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter) []prob
 		out[i] = probeRecord{at: time.UnixMilli(int64(z.Score)), permits: m.Permits}
 	}
 	return out
+}
+
+// A blocking call that finds only the held permit free is held once and
+// then granted without the hold (heldLike carries the hold to the
+// caller's next request: without it the call would be held again and
+// again in a window that never ends, as here). A call that finds permits
+// to spare on a limiter not contended lately is never held, even in a
+// full window.
+func TestHoldFirstCall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var ds []ratelimiter.Decision
+	hooks := ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(d ratelimiter.Decision) {
+		mu.Lock()
+		ds = append(ds, d)
+		mu.Unlock()
+	}})
+	c := ratelimiter.NewClient(newRedis(t), hooks)
+	var full atomic.Bool
+	ratelimiter.SetProbeClock(c, func(time.Time, time.Duration) (bool, bool) { return true, full.Load() })
+	l := c.Limiter(uniqueName(t))
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
+	require.NoError(t, err)
+	ok, err := l.TryAcquire(ctx, 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	ratelimiter.MarkRefused(l, time.Now(), time.Minute)
+	require.NoError(t, l.Acquire(ctx, 1), "the held permit comes to the caller")
+	mu.Lock()
+	last := ds[len(ds)-1]
+	mu.Unlock()
+	require.True(t, last.Granted)
+	require.GreaterOrEqual(t, last.Waited, ratelimiter.ProbeSlots[0]-10*time.Millisecond, "held for probeSlot first")
+
+	m := c.Limiter(uniqueName(t))
+	_, err = m.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Minute})
+	require.NoError(t, err)
+	full.Store(true)
+	ratelimiter.MarkRefused(m, time.Now().Add(-3*time.Minute), time.Minute)
+	require.NoError(t, m.Acquire(ctx, 1))
+	mu.Lock()
+	last = ds[len(ds)-1]
+	mu.Unlock()
+	require.True(t, last.Granted)
+	require.Zero(t, last.Waited, "not contended lately: no hold, even in a full window")
 }

@@ -22,6 +22,8 @@
 -- Reply form '2' is form '1' for queued waiters: after the first refusal,
 -- every later request is refused too, so that no waiter takes permits
 -- that one ahead of it is waiting for.
+-- Forms '1:K' and '2:K' (K a decimal integer) are '1' and '2' holding K
+-- permits free (see below).
 -- Reply form '1': -1 on a collision, otherwise a table {rate, interval,
 -- reset, then per request: granted (1, or 0, or 2 when refused only to
 -- hold permits free), permits left after it, hint}.
