@@ -23,8 +23,8 @@ import (
 // call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
 // A held permit delays one Go waiter per clump of expiries by at most
-// probeSlot, not every waiter of the window: the waits a Go-only fleet
-// adds stay under its 99th percentile (docs/fairness.md, "Cost").
+// probeSlot, not every waiter of the window, so few of a Go-only fleet's
+// waits grow (docs/fairness.md, "Cost", has what its p99 showed).
 //
 // A Redisson call asking more permits than one needs more free: in every
 // probeFullEvery-th window a fresh blocking call holds every permit for
@@ -42,7 +42,7 @@ const (
 	probeEvery     = 12 * time.Second
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 	probeFullEvery = 5                      // every 5th window (once a minute) holds all
-	probeFullSlot  = 50 * time.Millisecond  // under the issue's 60 ms of added p99 wait
+	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
 	// holdAll is a hold no window can keep (rates are at most 2^53-1).
 	holdAll = 1<<53 - 1
 )
