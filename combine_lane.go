@@ -104,8 +104,8 @@ type request struct {
 	blocking bool      // a blocking caller's (Acquire, TryAcquireTimeout)
 	limit    time.Time // TryAcquireTimeout's end; zero: none
 	queued   time.Time // when it joined the waiters; zero: not a waiter
-	heldAt   time.Time // first refused to hold a permit free (fairness_probe.go); zero: never
-	heldFull bool      // then held every permit
+	heldAt   time.Time // refused to hold a permit free, in the latest window it was (fairness_probe.go); zero: never
+	heldFull bool      // that hold kept every permit
 }
 
 // answer is what a request gets back.
