@@ -50,10 +50,11 @@ const (
 	// evenBand: no step while the others hold this close to half.
 	evenBand = 0.05
 
-	// foreignFor is how many intervals, and at least probeEvery, a
+	// foreignFor is how many intervals, and at least sharedAtLeast, a
 	// limiter counts as shared with other writers after a census last saw
 	// one of their records (foreignHold).
-	foreignFor = 3
+	foreignFor    = 3
+	sharedAtLeast = 12 * time.Second
 	// censusRecords bounds a census: the newest records of the window.
 	censusRecords = 256
 	// censusTimeout bounds a census's Redis call; it runs beside the
@@ -67,7 +68,7 @@ const (
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
 // this library writes, waiters wake together on their hint, and in a
-// probe window (the first interval of every 12 s of the wall clock) their
+// probe window (the first interval of every 6 s of the wall clock) their
 // calls leave a permit free for 110 ms, which holds back one of them
 // (every permit for 50 ms, once a minute).
 // Off: waiters always wake together on their hint, and no census is
@@ -193,11 +194,12 @@ func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 
 // foreignHold is how long a limiter counts as shared after a census last
 // saw another writer's record: foreignFor intervals, and at least
-// probeEvery, so that others a slow moment starved (a loaded JVM misses a
-// few intervals) keep the fair wakes until a probe window can show them
-// again: while shared and starved, each census raises the spread.
+// sharedAtLeast (two probe windows), so that others a slow moment starved
+// (a loaded JVM misses a few intervals) keep the fair wakes until a probe
+// window can show them again: while shared and starved, each census
+// raises the spread.
 func foreignHold(interval time.Duration) time.Duration {
-	return max(foreignFor*interval, probeEvery)
+	return max(foreignFor*interval, sharedAtLeast)
 }
 
 // sweepFleets forgets fleets that have shown nothing for foreignFor

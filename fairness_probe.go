@@ -39,9 +39,9 @@ import (
 // them in it holds nothing.
 
 const (
-	probeEvery     = 12 * time.Second
+	probeEvery     = 6 * time.Second
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
-	probeFullEvery = 5                      // every 5th window (once a minute) holds all
+	probeFullEvery = 10                     // every 10th window (once a minute) holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
 	// holdAll is a hold no window can keep (rates are at most 2^53-1).
 	holdAll = 1<<53 - 1

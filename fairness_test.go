@@ -131,9 +131,9 @@ func TestFairnessCostGoOnly(t *testing.T) {
 		cOn, cOff := callsPerGrant(on), callsPerGrant(off)
 		p50On, p99On := quantiles(pooled(on))
 		p50Off, p99Off := quantiles(pooled(off))
-		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, %d rounds of %v side by side: grants (median) %d vs %d off (%.3fx); script calls per grant (all rounds) %.2f vs %.2f (%.2fx); Acquire (all rounds) p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms; waits over 1.5 intervals %.2f%% vs %.2f%%, over 2.5 %.2f%% vs %.2f%%",
+		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, %d rounds of %v side by side: grants (median) %d vs %d off (%.3fx); script calls per grant (all rounds) %.2f vs %.2f (%.2fx); Acquire (all rounds) p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms; waits over 1.1 intervals %.2f%% vs %.2f%%, 1.5 %.2f%% vs %.2f%%, 2.5 %.2f%% vs %.2f%%",
 			clients, goOnlyCallers/clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
-			cOn, cOff, cOn/cOff, p50On, p50Off, p99On, p99Off, over(pooled(on), 750), over(pooled(off), 750), over(pooled(on), 1250), over(pooled(off), 1250))
+			cOn, cOff, cOn/cOff, p50On, p50Off, p99On, p99Off, over(pooled(on), 550), over(pooled(off), 550), over(pooled(on), 750), over(pooled(off), 750), over(pooled(on), 1250), over(pooled(off), 1250))
 		if a.grants*100 < b.grants*97 {
 			t.Errorf("%d Client(s): fairness on granted %d, under 97%% of %d off (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
 		}
@@ -164,8 +164,11 @@ func quantiles(xs []float64) (p50, p99 float64) {
 	return xs[len(xs)/2], xs[len(xs)*99/100]
 }
 
-// over returns the percentage of xs over ms: the waits that missed a
-// clump of expiries, whose count is steadier than the p99 they move.
+// over returns the percentage of xs over ms. Over 1.1 intervals are the
+// waits a hold or a missed wake lengthened; over 1.5 and 2.5, those that
+// missed one or two clumps of expiries. The p99 of 16 Clients sits where
+// the share over 2.5 intervals crosses 1%, so it reads one interval or
+// the next from run to run; these shares are steadier.
 func over(xs []float64, ms float64) float64 {
 	n := 0
 	for _, x := range xs {
