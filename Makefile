@@ -43,7 +43,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak
+.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak fairness-table
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
@@ -138,6 +138,17 @@ bench: deps-redis deps-java
 bench-quick: deps-redis deps-java
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(WORK) $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick $(BENCH_ARGS)
+
+# docs/fairness.md's tables in one command: every fleet row (issue 19's
+# equal and unequal demand, mixed sizes, WithForeignWaiters, Redisson
+# beside Redisson; 6 runs of 30 s each, both Redisson versions), then the
+# Go-only cost rows (1, 4 and 16 Clients, 60 rounds each). About two
+# hours on 2 cores; run nothing else beside it. FLEET_ROWS keeps some
+# rows (a regular expression over "version shape strategy").
+fairness-table: deps
+	FLEET_TABLE=1 $(GO) test -count=1 -timeout 4h -run TestFleetTable -v ./internal/compat
+	for c in 1 4 16; do FAIRNESS_COST_CLIENTS=$$c FAIRNESS_COST_ROUNDS=$${FAIRNESS_COST_ROUNDS:-60} \
+	  $(GO) test -count=1 -timeout 1h -run TestFairnessCostGoOnly -v . || exit 1; done
 
 # Ten minutes of Go and Java Redisson 4.7.0 on three limiters with faults
 # (internal/compat TestSoak); the test suite runs it for 60 s.

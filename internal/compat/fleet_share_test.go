@@ -296,7 +296,8 @@ func TestFleetTable(t *testing.T) {
 // threads, 2x2 beside 4, 4x2 beside 8). Java must get 35-65% in each,
 // the band. The share counts from the third second, so it takes
 // in Java's join (docs/fairness.md, "Joining"): a JVM that first gets in
-// at a probe window 12 s in reads about 22%, and fails it. It runs only
+// 6 s in (a probe window at most that late) reads about 40%; one 9 s in
+// (a window missed) about 32%, and fails it. It runs only
 // with FLEET_CHECK set (about 80 s), outside make test:
 //
 //	FLEET_CHECK=1 go test ./internal/compat -run TestFleetCheck -v
