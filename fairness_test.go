@@ -38,7 +38,7 @@ func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Durat
 	for i := range cs {
 		cs[i] = ratelimiter.NewClient(redistest.Client(t, srv.Addr()), opts...)
 	}
-	_, err := cs[0].Limiter(name).TrySetRate(context.Background(), ratelimiter.Config{Rate: 25, Interval: 500 * time.Millisecond})
+	_, err := cs[0].Limiter(name).TrySetRate(context.Background(), ratelimiter.Config{Rate: 25, Interval: goOnlyInterval})
 	require.NoError(t, err)
 	before := redistest.ScriptCalls(t, rdb)
 	return func() yieldRun {
@@ -74,8 +74,11 @@ func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Durat
 }
 
 // goOnlyCallers is how many goroutines goOnlyLoad runs, spread over
-// its Clients.
-const goOnlyCallers = 16
+// its Clients; goOnlyInterval is its limiter's interval.
+const (
+	goOnlyCallers  = 16
+	goOnlyInterval = 500 * time.Millisecond
+)
 
 // TestFairnessCostGoOnly measures what fairness costs a fleet with no
 // Java waiters: 16 goroutines in Acquire on one limiter, through 1, 4 or
@@ -133,7 +136,8 @@ func TestFairnessCostGoOnly(t *testing.T) {
 		p50Off, p99Off := quantiles(pooled(off))
 		t.Logf("FAIRNESS COST %d Client(s) x %d goroutines, %d rounds of %v side by side: grants (median) %d vs %d off (%.3fx); script calls per grant (all rounds) %.2f vs %.2f (%.2fx); Acquire (all rounds) p50 %.1f vs %.1f ms, p99 %.1f vs %.1f ms; waits over 1.1 intervals %.2f%% vs %.2f%%, 1.5 %.2f%% vs %.2f%%, 2.5 %.2f%% vs %.2f%%",
 			clients, goOnlyCallers/clients, rounds, dur, a.grants, b.grants, float64(a.grants)/float64(b.grants),
-			cOn, cOff, cOn/cOff, p50On, p50Off, p99On, p99Off, over(pooled(on), 550), over(pooled(off), 550), over(pooled(on), 750), over(pooled(off), 750), over(pooled(on), 1250), over(pooled(off), 1250))
+			cOn, cOff, cOn/cOff, p50On, p50Off, p99On, p99Off,
+			over(pooled(on), 1.1), over(pooled(off), 1.1), over(pooled(on), 1.5), over(pooled(off), 1.5), over(pooled(on), 2.5), over(pooled(off), 2.5))
 		if a.grants*100 < b.grants*97 {
 			t.Errorf("%d Client(s): fairness on granted %d, under 97%% of %d off (rounds on %v, off %v)", clients, a.grants, b.grants, on, off)
 		}
@@ -164,19 +168,21 @@ func quantiles(xs []float64) (p50, p99 float64) {
 	return xs[len(xs)/2], xs[len(xs)*99/100]
 }
 
-// over returns the percentage of xs over ms. Over 1.1 intervals are the
-// waits a hold or a missed wake lengthened; over 1.5 and 2.5, those that
-// missed one or two clumps of expiries. The p99 of 16 Clients sits where
-// the share over 2.5 intervals crosses 1%, so it reads one interval or
-// the next from run to run; these shares are steadier.
-func over(xs []float64, ms float64) float64 {
-	n := 0
+// over returns the percentage of xs (ms) over n intervals of
+// goOnlyInterval. Over 1.1 intervals are the waits a hold or a missed
+// wake lengthened; over 1.5 and 2.5, those that missed one or two clumps
+// of expiries. The p99 of 16 Clients sits where the share over 2.5
+// intervals crosses 1%, so it reads one interval or the next from run to
+// run; these shares are steadier.
+func over(xs []float64, n float64) float64 {
+	ms := n * float64(goOnlyInterval/time.Millisecond)
+	k := 0
 	for _, x := range xs {
 		if x > ms {
-			n++
+			k++
 		}
 	}
-	return 100 * float64(n) / float64(max(len(xs), 1))
+	return 100 * float64(k) / float64(max(len(xs), 1))
 }
 
 // callsPerGrant returns the script calls per grant over all of rs.
