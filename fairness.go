@@ -35,8 +35,8 @@ import (
 // starved so far (fairness_probe.go).
 
 // A census is one ZRANGE of the newest censusRecords records; a Client
-// makes one per limiter at most once per interval, only after one of its
-// blocked callers was refused.
+// makes one per limiter at most every censusEvery (half an interval, at
+// least 250 ms), only after one of its blocked callers was refused.
 
 const (
 	// The spread's start, bounds and step per census.
@@ -54,7 +54,7 @@ const (
 	// limiter counts as shared with other writers after a census last saw
 	// one of their records (foreignHold).
 	foreignFor    = 3
-	sharedAtLeast = 12 * time.Second
+	sharedAtLeast = 2 * probeEvery
 	// censusRecords bounds a census: the newest records of the window.
 	censusRecords = 256
 	// censusTimeout bounds a census's Redis call; it runs beside the
@@ -194,7 +194,7 @@ func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
 
 // foreignHold is how long a limiter counts as shared after a census last
 // saw another writer's record: foreignFor intervals, and at least
-// sharedAtLeast (two probe windows), so that others a slow moment starved
+// sharedAtLeast (two probe periods), so that others a slow moment starved
 // (a loaded JVM misses a few intervals) keep the fair wakes until a probe
 // window can show them again: while shared and starved, each census
 // raises the spread.

@@ -87,6 +87,30 @@ func TestFleetStep(t *testing.T) {
 	}
 }
 
+// A census that saw other writers keeps the limiter shared for
+// foreignFor intervals, and for two probe periods at least, so that a JVM
+// a loaded moment starved keeps the fair wakes until a probe window can
+// show it again; after that, a census that sees none lets it go.
+func TestSharedHold(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		interval, hold time.Duration
+	}{
+		{100 * time.Millisecond, 2 * probeEvery},
+		{time.Second, 2 * probeEvery},
+		{10 * time.Second, foreignFor * 10 * time.Second},
+	} {
+		f := &fleet{interval: c.interval, spread: spreadStart}
+		f.step(now, 30, 20)
+		if !f.shared(now.Add(c.hold - time.Millisecond)) {
+			t.Errorf("interval %v: not shared %v after others were seen, want %v", c.interval, c.hold-time.Millisecond, c.hold)
+		}
+		if f.shared(now.Add(c.hold + time.Millisecond)) {
+			t.Errorf("interval %v: still shared %v after others were seen, want %v", c.interval, c.hold+time.Millisecond, c.hold)
+		}
+	}
+}
+
 // A refused waiter's wake: never before its hint, never past its limit or
 // deadline; on its own only when other writers were seen.
 func TestRefusedWakeBounds(t *testing.T) {
