@@ -320,8 +320,8 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	// The steady state starts an interval after both sides hold a grant.
 	// A side that starts after the other has filled the window is joining,
 	// not competing: a JVM whose first calls come after the Go Clients took
-	// the whole budget gets in at a probe window (docs/fairness.md), up to
-	// 6 s later, and a run that counted from the start would
+	// the whole budget gets in at a probe window (docs/fairness.md), the
+	// next of which starts within 6 s, and a run that counted from the start would
 	// charge that wait to the steady-state share (it did: in runs beside
 	// the whole suite, Java's first permit came 3-6 s in, and those runs
 	// gave 40-43% where each census after the join saw 45-55%).
