@@ -138,7 +138,7 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 		a = c.submit(newRequest(ctx, t, n, detail))
 	}
 	if !c.noLocal && a.err == nil && a.v.err == nil {
-		c.refusals.note(t.laneKey(), n, a.v.res, c.clock())
+		c.refusals.note(t.laneKey(), n, a.v.res, a.sentAt, c.clock())
 	}
 	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch, d.Leased = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch, a.leased
 	return a.v.res, t.decided(ctx, d, firstErr(a.err, a.v.err))

@@ -34,6 +34,7 @@ type batchReply struct {
 	verdicts  []verdict
 	err       error // for every request: Redis, config or state errors
 	roundTrip time.Duration
+	sentAt    time.Time // the Client's clock when the deciding call was sent
 }
 
 // decide runs the acquire script once for the permits ns, in order, and
@@ -60,9 +61,9 @@ func (c *Client) decideWith(ctx context.Context, form string, ns []int64,
 		if form == formSingle {
 			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
 		}
-		start := time.Now()
+		start, sentAt := time.Now(), c.clock()
 		reply, err := eval(ctx, args...)
-		b := batchReply{roundTrip: time.Since(start)}
+		b := batchReply{roundTrip: time.Since(start), sentAt: sentAt}
 		var ackErr *ReplicaAckError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.err = err

@@ -19,7 +19,7 @@ func direct(ctx context.Context, t acquirer, n int64, detail bool) answer {
 		form = formTable
 	}
 	b := t.client().call(ctx, nil, t, form, []int64{n})
-	a := answer{err: b.err, roundTrip: b.roundTrip, batch: 1}
+	a := answer{err: b.err, roundTrip: b.roundTrip, sentAt: b.sentAt, batch: 1}
 	if b.err == nil {
 		a.v = b.verdicts[0]
 	}

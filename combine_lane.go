@@ -113,6 +113,7 @@ type answer struct {
 	v         verdict
 	err       error
 	roundTrip time.Duration
+	sentAt    time.Time // the Client's clock when the deciding call was sent; zero: not known
 	batch     int
 	waited    time.Duration
 	leased    bool // granted from this Client's lease without a call (combine_lease.go)
@@ -313,7 +314,7 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	var hints []time.Duration
 	var giveBack int64
 	for i, q := range batch {
-		a := answer{err: b.err, roundTrip: b.roundTrip, batch: len(batch)}
+		a := answer{err: b.err, roundTrip: b.roundTrip, sentAt: b.sentAt, batch: len(batch)}
 		if b.err == nil {
 			a.v = b.verdicts[i]
 		}

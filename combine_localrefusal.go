@@ -10,8 +10,9 @@ import (
 // decisions are refusals, and each would be a full script call. So after
 // Redis refuses n permits of a limiter with the hint d, the Client refuses
 // the non-blocking calls (Allow, TryAcquire) that ask the same limiter for
-// n permits until d has passed, with the rest of the hint and no Redis
-// call (other counts go to Redis: their hints differ). A local answer is only ever a refusal: every grant comes
+// n permits until d, counted from when the refused call was sent, has
+// passed, with the rest of the hint and no Redis call (other counts go to
+// Redis: their hints differ). A local answer is only ever a refusal: every grant comes
 // from Redis. What can make one stale, and its bound:
 //   - this Client's own Release, SetRate, UpdateRate, TrySetRate or Delete
 //     forgets every local refusal at once;
@@ -29,8 +30,8 @@ const maxRefusals = 4096
 // WithLocalRefusals turns local refusals on (the default) or off. When
 // on, after Redis refuses a call of a limiter with a wait hint, this
 // Client refuses the non-blocking calls (Allow, TryAcquire) of that
-// limiter that ask for as many permits until the hint has passed, without
-// a Redis call; the Decision of such a call has Local set, and its Result
+// limiter that ask for as many permits until the hint, counted from when
+// the refused call was sent, has passed, without a Redis call; the Decision of such a call has Local set, and its Result
 // is the refusal's with RetryAfter and ResetAfter counted down. This
 // Client's own Release, SetRate, UpdateRate, TrySetRate and Delete end
 // them at once; other clients' releases and rate changes are seen when
@@ -80,10 +81,11 @@ func (rs *refusals) lookup(key string, n int64, detail bool, now time.Time) (Res
 	return res, true
 }
 
-// note records what Redis answered a non-blocking call of n permits of
-// the limiter key at now: a refusal with a hint starts a local refusal; a
-// grant ends the one there was.
-func (rs *refusals) note(key string, n int64, res Result, now time.Time) {
+// note records what Redis answered at now a non-blocking call of n
+// permits of the limiter key, sent at sent (zero: not known, now): a
+// refusal with a hint starts a local refusal; a grant ends the one there
+// was.
+func (rs *refusals) note(key string, n int64, res Result, sent, now time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if res.Granted || res.RetryAfter <= 0 {
@@ -104,8 +106,16 @@ func (rs *refusals) note(key string, n int64, res Result, now time.Time) {
 		}
 	}
 	// The hint carries Redisson's 3 ms on top of when the records expire
-	// (hintPad): a local refusal ends when they do.
-	rs.m[key] = refusal{until: now.Add(res.RetryAfter - hintPad), n: n, res: res, at: now}
+	// (hintPad): a local refusal ends when they do, counted from when the
+	// call was sent. The script read its clock between that and the reply,
+	// so the refusal ends no later than the records expire; counted from
+	// the reply, it would outlast them by the reply's way back, and every
+	// caller that polls Redis without one (Redisson's tryAcquire) would
+	// take each freed permit first.
+	if sent.IsZero() || sent.After(now) {
+		sent = now
+	}
+	rs.m[key] = refusal{until: sent.Add(res.RetryAfter - hintPad), n: n, res: res, at: now}
 }
 
 // forget ends every local refusal: this Client changed what a limiter
