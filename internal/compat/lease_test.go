@@ -140,9 +140,14 @@ func leaseMixedLoad(t *testing.T, v string, dur time.Duration) {
 	}
 	seen := map[string]rec{}
 	var obsErr error
+	// gap: the longest time between two reads. A record lives at least an
+	// interval, so only a gap that long can miss one.
+	var gap time.Duration
+	lastRead := time.Now()
 	obsStop := make(chan struct{})
 	obsDone := make(chan struct{})
 	read := func() {
+		gap, lastRead = max(gap, time.Since(lastRead)), time.Now()
 		zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
 		if err != nil {
 			obsErr = err
@@ -248,9 +253,9 @@ func leaseMixedLoad(t *testing.T, v string, dur time.Duration) {
 	worst, at := redistest.WorstWindow(scores, iv)
 	tol, atTol := redistest.WorstWindow(scores, iv-stampTolerance)
 	msg := fmt.Sprintf("Redisson %s (%d threads) + Go (%d Clients with leases), %v: java %d, go %d (%d from leases); %d permits in %d records seen; "+
-		"worst %dms window by record scores %d (at +%dms), worst %dms window %d (at +%dms); rate %d",
+		"worst %dms window by record scores %d (at +%dms), worst %dms window %d (at +%dms); rate %d; observer's longest gap %v",
 		v, workers, workers, dur, jr.n, goGrants.Load(), leased.Load(), permits, len(seen), iv, worst, at-start.UnixMilli(),
-		iv-stampTolerance, tol, atTol-start.UnixMilli(), rate)
+		iv-stampTolerance, tol, atTol-start.UnixMilli(), rate, gap.Round(time.Millisecond))
 	t.Log(msg)
 	if permits != int64(jr.n)+goGrants.Load() {
 		t.Errorf("%d grants (java %d + go %d) but the records seen hold %d permits", int64(jr.n)+goGrants.Load(), jr.n, goGrants.Load(), permits)
