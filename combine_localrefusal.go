@@ -12,8 +12,8 @@ import (
 // the non-blocking calls (Allow, TryAcquire) that ask the same limiter for
 // n permits until d, counted from when the refused call was sent, has
 // passed, with the rest of the hint and no Redis call (other counts go to
-// Redis: their hints differ). A local answer is only ever a refusal: every grant comes
-// from Redis. What can make one stale, and its bound:
+// Redis: their hints differ). A local answer is only ever a refusal:
+// every grant comes from Redis. What can make one stale, and its bound:
 //   - this Client's own Release, SetRate, UpdateRate, TrySetRate or Delete
 //     forgets every local refusal at once;
 //   - other clients' releases and rate changes, and records that Redisson
@@ -31,11 +31,11 @@ const maxRefusals = 4096
 // on, after Redis refuses a call of a limiter with a wait hint, this
 // Client refuses the non-blocking calls (Allow, TryAcquire) of that
 // limiter that ask for as many permits until the hint, counted from when
-// the refused call was sent, has passed, without a Redis call; the Decision of such a call has Local set, and its Result
-// is the refusal's with RetryAfter and ResetAfter counted down. This
-// Client's own Release, SetRate, UpdateRate, TrySetRate and Delete end
-// them at once; other clients' releases and rate changes are seen when
-// the hint ends.
+// the refused call was sent, has passed, without a Redis call; the
+// Decision of such a call has Local set, and its Result is the refusal's
+// with RetryAfter and ResetAfter counted down. This Client's own Release,
+// SetRate, UpdateRate, TrySetRate and Delete end them at once; other
+// clients' releases and rate changes are seen when the hint ends.
 func WithLocalRefusals(on bool) Option {
 	return func(c *Client) { c.noLocal = !on }
 }
@@ -107,11 +107,11 @@ func (rs *refusals) note(key string, n int64, res Result, sent, now time.Time) {
 	}
 	// The hint carries Redisson's 3 ms on top of when the records expire
 	// (hintPad): a local refusal ends when they do, counted from when the
-	// call was sent. The script read its clock between that and the reply,
-	// so the refusal ends no later than the records expire; counted from
-	// the reply, it would outlast them by the reply's way back, and every
-	// caller that polls Redis without one (Redisson's tryAcquire) would
-	// take each freed permit first.
+	// call was sent. The script reads its clock after that (to the
+	// millisecond, on its own clock), so the refusal ends about when the
+	// records expire; counted from the reply, it outlasted them by the
+	// reply's way back, and callers that poll Redis without one (a
+	// Redisson tryAcquire loop) took each freed permit first.
 	if sent.IsZero() || sent.After(now) {
 		sent = now
 	}

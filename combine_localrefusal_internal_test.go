@@ -6,9 +6,8 @@ import (
 )
 
 // A local refusal ends when the refused records expire, counted from
-// when the refused call was sent: the script read its clock after that,
-// so the refusal never outlasts the records, however late the reply came
-// back. Without a send time it counts from the reply.
+// when the refused call was sent, however late the reply came back.
+// Without a send time it counts from the reply.
 func TestLocalRefusalFromSend(t *testing.T) {
 	sent := time.Unix(1000, 0)
 	replied := sent.Add(40 * time.Millisecond)

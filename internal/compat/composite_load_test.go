@@ -201,10 +201,10 @@ func javaLoad(ctx context.Context, p *Peer, name, mode string, dur time.Duration
 // once more, fills each part's scores and records, and returns the first
 // error.
 func observeRecords(ctx context.Context, c *redis.Client, parts []*loadPart) func() error {
-	seen := make([]map[string]float64, len(parts))
+	seen := make([]map[recordID]bool, len(parts))
 	lags := make([]int64, len(parts))
 	for i := range seen {
-		seen[i] = map[string]float64{}
+		seen[i] = map[recordID]bool{}
 	}
 	read := func() error {
 		for i, p := range parts {
@@ -214,11 +214,11 @@ func observeRecords(ctx context.Context, c *redis.Client, parts []*loadPart) fun
 			}
 			now := time.Now().UnixMilli()
 			for _, z := range zs {
-				m := z.Member.(string)
-				if _, old := seen[i][m]; !old {
+				r := recordID{z.Member.(string), z.Score}
+				if !seen[i][r] {
 					lags[i] = max(lags[i], now-int64(z.Score))
 				}
-				seen[i][m] = z.Score
+				seen[i][r] = true
 			}
 		}
 		return nil
@@ -250,13 +250,23 @@ func observeRecords(ctx context.Context, c *redis.Client, parts []*loadPart) fun
 	}
 }
 
+// recordID names a permit record an observer saw: its member and its
+// score. The score is part of its identity because Redisson 3.16.3's
+// random part is a random int64 rounded to float32 (about 2^26 values),
+// so two of its records in a run can share a member: two of a thousand
+// in about 1% of runs (1,000^2 / 2^27).
+type recordID struct {
+	member string
+	score  float64
+}
+
 // permitScores returns one score per permit the records hold (a record's
 // last four bytes are its permits, little-endian), sorted.
-func permitScores(records map[string]float64) []int64 {
+func permitScores(records map[recordID]bool) []int64 {
 	var scores []int64
-	for m, s := range records {
-		for n := binary.LittleEndian.Uint32([]byte(m[len(m)-4:])); n > 0; n-- {
-			scores = append(scores, int64(s))
+	for r := range records {
+		for n := binary.LittleEndian.Uint32([]byte(r.member[len(r.member)-4:])); n > 0; n-- {
+			scores = append(scores, int64(r.score))
 		}
 	}
 	sort.Slice(scores, func(i, j int) bool { return scores[i] < scores[j] })

@@ -237,8 +237,9 @@ var fleetRows = []fleetRow{
 // 3.16.3 and every row of fleetRows, Java's share of the permits over
 // FLEET_RUNS runs (default 6) of FLEET_DUR (default 30s): mean, range and
 // the share the row asks for. It runs only with FLEET_TABLE set (about
-// two hours with the defaults: 3.3 minutes a row) and asserts nothing. FLEET_ROWS, a regular
-// expression, keeps the rows whose "version shape strategy" it matches:
+// two hours with the defaults: 3.3 minutes a row) and asserts nothing.
+// FLEET_ROWS, a regular expression, keeps the rows whose "version shape
+// strategy" it matches:
 //
 //	FLEET_TABLE=1 go test ./internal/compat -run TestFleetTable -v -timeout 3h
 func TestFleetTable(t *testing.T) {

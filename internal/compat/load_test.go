@@ -2,7 +2,6 @@ package compat
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -128,16 +127,9 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	}
 	permitsKey := setup.Keys().Permits
 
-	// Observer: every record ever in the permits set, with its exact score.
-	// A record is its member and its score: Redisson 3.16.3's random part
-	// is a random int64 rounded to float32 (about 2^26 values), so two of
-	// its records in a run can share a member: two of a thousand, in about
-	// 1% of runs (1,000^2 / 2^27).
-	type record struct {
-		member string
-		score  float64
-	}
-	seen := map[record]bool{}
+	// Observer: every record ever in the permits set, with its exact score
+	// (recordID).
+	seen := map[recordID]bool{}
 	obsStop := make(chan struct{})
 	obsDone := make(chan error, 1)
 	go func() {
@@ -150,14 +142,14 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 				return
 			}
 			for _, z := range zs {
-				seen[record{z.Member.(string), z.Score}] = true
+				seen[recordID{z.Member.(string), z.Score}] = true
 			}
 			select {
 			case <-obsStop:
 				// One last read: records added since the previous one.
 				zs, err := c.ZRangeWithScores(ctx, permitsKey, 0, -1).Result()
 				for _, z := range zs {
-					seen[record{z.Member.(string), z.Score}] = true
+					seen[recordID{z.Member.(string), z.Score}] = true
 				}
 				obsDone <- err
 				return
@@ -273,13 +265,7 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	all := append(append([]int64(nil), jr.times...), goTimes...)
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	// One score per permit: a combined record holds several.
-	scores := make([]int64, 0, len(seen))
-	for r := range seen {
-		for n := binary.LittleEndian.Uint32([]byte(r.member[len(r.member)-4:])); n > 0; n-- {
-			scores = append(scores, int64(r.score))
-		}
-	}
-	sort.Slice(scores, func(i, j int) bool { return scores[i] < scores[j] })
+	scores := permitScores(seen)
 
 	startMs, endMs := start.UnixMilli(), deadline.UnixMilli()
 	inDur, before, after := 0, 0, 0
