@@ -2,9 +2,10 @@ package ratelimiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
 )
 
 // Result is the outcome of one non-blocking acquisition: everything an
@@ -97,15 +98,17 @@ func (r *Limiter) Allow(ctx context.Context, n int64) (Result, error) {
 
 // acquirer is what try and wait need of a Limiter or a Composite.
 type acquirer interface {
-	target
 	client() *Client
 	label() string // the name its Decisions and errors carry
 	check(err error) error
 	decided(ctx context.Context, d Decision, err error) error
+	target() engine.Target // what the engine's script calls act on (target.go)
+	maxWeight() int64      // the largest weight: n × it goes into one record
 }
 
-func (r *Limiter) client() *Client { return r.c }
-func (r *Limiter) label() string   { return r.name }
+func (r *Limiter) client() *Client  { return r.c }
+func (r *Limiter) label() string    { return r.name }
+func (r *Limiter) maxWeight() int64 { return 1 }
 
 // try is Allow on t; detail asks for every field of Result, which costs
 // Redis a little more than Granted alone.
@@ -114,34 +117,9 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 	if err := t.check(checkPermits(n, t.maxWeight())); err != nil {
 		return Result{}, t.decided(ctx, d, err)
 	}
-	c := t.client()
-	if lim := asLimiter(t); c.leases != nil && lim != nil {
-		// A done context takes nothing, from a lease or from Redis.
-		if err := ctx.Err(); err != nil {
-			return Result{}, t.decided(ctx, d, err)
-		}
-		if res, ok := c.leases.take(lim, n, false); ok {
-			d.Granted, d.Leased = true, true
-			return res, t.decided(ctx, d, nil)
-		}
-	}
-	if !c.noLocal {
-		if res, ok := c.refusals.lookup(t.laneKey(), n, detail, c.clock()); ok {
-			d.RetryAfter, d.Local = res.RetryAfter, true
-			return res, t.decided(ctx, d, nil)
-		}
-	}
-	var a answer
-	if c.maxBatch == 1 {
-		a = direct(ctx, t, n, detail)
-	} else {
-		a = c.submit(newRequest(ctx, t, n, detail))
-	}
-	if !c.noLocal && a.err == nil && a.v.err == nil {
-		c.refusals.note(t.laneKey(), n, a.v.res, a.sentAt, c.clock())
-	}
-	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch, d.Leased = a.v.res.Granted, a.v.res.RetryAfter, a.roundTrip, a.batch, a.leased
-	return a.v.res, t.decided(ctx, d, firstErr(a.err, a.v.err))
+	o := t.client().eng.Try(ctx, t.target(), n, detail)
+	d.note(o)
+	return resultOf(o.Res), t.decided(ctx, d, o.Err)
 }
 
 // decided reports d, ended with err, to the Client's hooks and returns err
@@ -195,62 +173,19 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	if err := t.check(checkPermits(n, t.maxWeight())); err != nil {
 		return false, t.decided(ctx, d, err)
 	}
-	var ok bool
-	var err error
-	if err = ctx.Err(); err == nil {
-		if ls, lim := t.client().leases, asLimiter(t); ls != nil && lim != nil {
-			if _, ok := ls.take(lim, n, false); ok {
-				d.Granted, d.Leased = true, true
-				return true, t.decided(ctx, d, nil)
-			}
-		}
-		if h := t.client().hooks.Waiting; h != nil {
-			h(d.Limiter, 1)
-			defer h(d.Limiter, -1)
-		}
-		ok, err = waitUntil(ctx, t, n, limit, &d)
+	var waiting func(int)
+	if h := t.client().hooks.Waiting; h != nil {
+		waiting = func(delta int) { h(d.Limiter, delta) }
 	}
-	d.Granted = ok
-	if ok {
-		d.RetryAfter = 0
-	}
-	return ok, t.decided(ctx, d, err)
+	o := t.client().eng.Wait(ctx, t.target(), n, limit, waiting)
+	d.note(o)
+	return d.Granted, t.decided(ctx, d, o.Err)
 }
 
-// timeoutGrace is how long past TryAcquireTimeout's timeout a script
-// call may still run: a hint that ends right at the timeout is followed
-// by one more call, as in Redisson, and that call needs a round trip.
-// The call returns by its timeout plus this grace whatever Redis does
-// (a stall, a server that never answers, a slow dial); docs/
-// differences.md states the 25 ms and the test that measures it.
-const timeoutGrace = 25 * time.Millisecond
-
-// waitUntil is wait's loop, bounded by limit plus timeoutGrace as by a
-// context deadline: when Redis has not answered by then, it returns an
-// error wrapping context.DeadlineExceeded (permits that the abandoned
-// call granted are given back when its reply comes).
-func waitUntil(ctx context.Context, t acquirer, n int64, limit time.Time, d *Decision) (bool, error) {
-	wctx, own := ctx, time.Time{}
-	if !limit.IsZero() {
-		own = limit.Add(timeoutGrace)
-		if dl, ok := ctx.Deadline(); !ok || own.Before(dl) {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithDeadline(ctx, own)
-			defer cancel()
-		}
-	}
-	var ok bool
-	var err error
-	if c := t.client(); c.maxBatch == 1 {
-		ok, err = waitDirect(wctx, t, n, limit, d)
-	} else {
-		ok, err = c.waitQueued(wctx, t, n, limit, d)
-	}
-	// The batch's own context (combine_lane.go) may reach the same deadline first.
-	if wctx != ctx && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(own) {
-		err = fmt.Errorf("ratelimiter: no answer from Redis within the timeout: %w", context.DeadlineExceeded)
-	}
-	return ok, err
+// note copies what the engine's outcome o says into d.
+func (d *Decision) note(o engine.Outcome) {
+	d.Granted, d.RetryAfter, d.RoundTrip, d.Batch = o.Res.Granted, o.RetryAfter, o.RoundTrip, o.Batch
+	d.Waited, d.Leased, d.Local = o.Waited, o.Leased, o.Local
 }
 
 // checkPermits returns why n permits cannot be asked of a target whose
@@ -266,8 +201,15 @@ func checkPermits(n, w int64) error {
 	return nil
 }
 
-// asLimiter returns t as a *Limiter, or nil for a Composite.
-func asLimiter(t acquirer) *Limiter {
-	lim, _ := t.(*Limiter)
-	return lim
+// resultOf is the root's Result of the engine's r.
+func resultOf(r engine.Result) Result {
+	res := Result{Granted: r.Granted, Limit: r.Limit, Interval: r.Interval, Remaining: r.Remaining,
+		RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Part: r.Part}
+	if r.Parts != nil {
+		res.Parts = make([]PartResult, len(r.Parts))
+		for i, p := range r.Parts {
+			res.Parts[i] = PartResult(p)
+		}
+	}
+	return res
 }

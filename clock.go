@@ -14,21 +14,6 @@ import (
 // Redis's clock (TIME) instead when Go sends an empty stamp: one clock
 // for every Go writer, read when the script runs.
 
-// WithServerClock chooses the clock that stamps this Client's permit
-// records and decides which have expired. On (the default), the scripts
-// read the server's clock (Redis TIME) when they run: a stall between the
-// call and the script cannot make a stamp stale, and the clocks of the Go
-// fleet need not agree. Off, they use the Client's clock (WithClock), as
-// Redisson does; a grant is then never stamped before the newest record
-// of the window (unless that one is more than an interval ahead), so
-// that a call held by a stall does not free its permits before those of
-// calls that ran first, at one more Redis read per grant. Redisson stamps
-// with its own clock whatever this option says: docs/differences.md
-// states the bound its offset sets.
-func WithServerClock(on bool) Option {
-	return func(c *Client) { c.clientClock = !on }
-}
-
 // stamp returns the clock argument of a script call: the empty string
 // for the server's clock, else the Client's reading in ms.
 func (c *Client) stamp() any {

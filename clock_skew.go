@@ -73,14 +73,6 @@ type ClockSkew struct {
 	Err error
 }
 
-// WithClockCheck sets how often the Client measures its clock against
-// Redis in the background after its first acquisition: 0 means
-// DefaultClockCheck (5 minutes); a negative value turns the automatic
-// measurement off (MeasureClock still measures).
-func WithClockCheck(every time.Duration) Option {
-	return func(c *Client) { c.skew.every = every }
-}
-
 // skewState is a Client's clock measurement state. Its zero value has a
 // measurement due.
 type skewState struct {

@@ -260,13 +260,36 @@ func (a *Composite) decided(ctx context.Context, d Decision, err error) error {
 	return err
 }
 
-func (a *Composite) laneKey() string { return a.lane }
+// LaneKey names the composite's lane: composites of one set of parts
+// share it, whatever the order of names.
+func (t *compositeTarget) LaneKey() string { return t.lane }
+
+// MaxWeight is the largest weight: n × it permits go into one record.
+func (t *compositeTarget) MaxWeight() int64 { return t.maxW }
 
 // maxWeight is the largest weight: n × maxWeight permits go into one record.
 func (a *Composite) maxWeight() int64 { return a.maxW }
 
-// giveBack releases n permits (times the weights) to the parts.
-func (a *Composite) giveBack(ctx context.Context, n int64) error { return a.Release(ctx, n) }
+// GiveBack runs lua/release_all.lua: n permits (times the weights) back
+// to the parts, in one script call.
+func (t *compositeTarget) GiveBack(ctx context.Context, n int64) error {
+	a := (*Composite)(t)
+	args := make([]any, 0, 1+len(a.on))
+	args = append(args, a.c.stamp())
+	for _, w := range a.onArgs {
+		args = append(args, n*w.(int64))
+	}
+	_, err := bounded(ctx, func() (any, error) {
+		if err := a.c.permitted(ctx, a.onKeys[:5], "Release", needRelease); err != nil {
+			return nil, err
+		}
+		return scriptReleaseAll.Run(ctx, a.c.rdb, a.onKeys, args...).Result()
+	})
+	if err != nil {
+		err = a.scriptError(err)
+	}
+	return a.named(err)
+}
 
 // Release gives back n permits to every part now, or with Weighted n ×
 // its weight to each part of nonzero weight, in one script call: every
@@ -291,25 +314,11 @@ func (a *Composite) giveBack(ctx context.Context, n int64) error { return a.Rele
 // configured. As for Limiter.Release, a Java Redisson that releases on
 // the same limiters does not shrink records (docs/protocol.md).
 func (a *Composite) Release(ctx context.Context, n int64) error {
-	defer a.c.refusals.forget() // local refusals may no longer hold
 	if err := a.check(checkRelease(n, a.maxW)); err != nil || n == 0 {
+		a.c.eng.Forget() // local refusals may no longer hold
 		return a.named(err)
 	}
-	args := make([]any, 0, 1+len(a.on))
-	args = append(args, a.c.stamp())
-	for _, w := range a.onArgs {
-		args = append(args, n*w.(int64))
-	}
-	_, err := bounded(ctx, func() (any, error) {
-		if err := a.c.permitted(ctx, a.onKeys[:5], "Release", needRelease); err != nil {
-			return nil, err
-		}
-		return scriptReleaseAll.Run(ctx, a.c.rdb, a.onKeys, args...).Result()
-	})
-	if err != nil {
-		err = a.scriptError(err)
-	}
-	return a.named(err)
+	return a.c.eng.Release(ctx, a.target(), n)
 }
 
 // named names the composite in an error that names no part, as decided

@@ -8,12 +8,15 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
 )
 
-// decide runs the composite's acquire script (lua/acquire_all.lua) once
+// Decide runs the composite's acquire script (lua/acquire_all.lua) once
 // for the permits ns, in order, and returns one verdict for each.
-func (a *Composite) decide(ctx context.Context, form string, ns []int64) batchReply {
-	return a.c.decideWith(ctx, form, ns, a.eval, a.parse)
+func (t *compositeTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
+	a := (*Composite)(t)
+	return a.c.decideWith(ctx, f, ns, a.eval, a.parse)
 }
 
 // eval runs the script on every part's keys: one EVALSHA, with WAIT in
@@ -75,7 +78,7 @@ func (a *Composite) partError(i int, err error) error { return a.parts[i].wrap(e
 // parse reads the script's reply (see lua/acquire_all.lua). Form '0' is
 // the single limiter's. Part indices in the reply count the parts with a
 // weight (a.on); Result's count every part.
-func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error) {
+func (a *Composite) parse(reply any, form string, ns []int64) ([]engine.Verdict, error) {
 	if form == formSingle {
 		return parseVerdicts(reply, form, ns)
 	}
@@ -92,18 +95,18 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 	if !ok1 || !ok2 || !ok3 || !ok4 || head[0] != int64(k) {
 		return nil, bad
 	}
-	out := make([]verdict, len(ns))
+	out := make([]engine.Verdict, len(ns))
 	for i, n := range ns {
 		b := binds[i] - 1
 		if b < 0 || b >= int64(k) {
 			return nil, bad
 		}
 		each := parts[3*k+2*k*i : 3*k+2*k*(i+1)]
-		res := Result{Granted: rest[3*i] == 1, Part: a.on[b], Parts: make([]PartResult, len(a.parts))}
+		res := engine.Result{Granted: rest[3*i] == 1, Part: a.on[b], Parts: make([]engine.PartResult, len(a.parts))}
 		over := -1 // the first part whose rate is below its permits
 		for q, idx := range a.on {
 			w := a.onArgs[q].(int64)
-			pr := PartResult{
+			pr := engine.PartResult{
 				Permits:    n * w,
 				Limit:      parts[3*q],
 				Interval:   millis(parts[3*q+1]),
@@ -135,12 +138,12 @@ func (a *Composite) parse(reply any, form string, ns []int64) ([]verdict, error)
 			if a.weighted {
 				res.Remaining = bp.Remaining
 			}
-			out[i] = verdict{res: res, err: a.partError(over, ErrPermitsExceedRate)}
+			out[i] = engine.Verdict{Res: res, Err: a.partError(over, ErrPermitsExceedRate)}
 			continue
 		case !res.Granted:
 			res.RetryAfter = hintDuration(rest[3*i+2])
 		}
-		out[i] = verdict{res: res}
+		out[i] = engine.Verdict{Res: res}
 	}
 	return out, nil
 }

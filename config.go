@@ -84,7 +84,7 @@ func (c Config) Validate() error {
 // re-created limiter that started empty would grant its rate again
 // (docs/differences.md, "Eviction"). State that is still there carries on.
 func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
-	defer r.c.refusals.forget() // local refusals may no longer hold
+	defer r.c.eng.Forget() // local refusals may no longer hold
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
@@ -123,11 +123,11 @@ func (r *Limiter) UpdateRate(ctx context.Context, cfg Config, opts ...SetRateOpt
 }
 
 func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts []SetRateOption) (bool, error) {
-	defer r.c.refusals.forget() // local refusals may no longer hold
+	defer r.c.eng.Forget() // local refusals may no longer hold
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
-	defer r.c.dropLease(r)() // no hand-out from a lease after the call; its rest given back
+	defer r.dropLease()() // no hand-out from a lease after the call; its rest given back
 	keepState := false
 	for _, opt := range opts {
 		keepState = keepState || opt.keepState

@@ -98,7 +98,7 @@ func (r *Limiter) expire(ctx context.Context, cond ExpireCondition, args ...any)
 	if args[0] != "PERSIST" {
 		// The keys may expire, the lease's record with them: no hand-out
 		// from a lease after the call; its rest given back.
-		defer r.c.dropLease(r)()
+		defer r.dropLease()()
 	}
 	changed, err := r.eval(ctx, scriptExpire, r.keyList, args...)
 	return changed == 1, err
@@ -139,11 +139,11 @@ func ttlDuration(ms int64) time.Duration {
 // Delete deletes all five keys of the limiter and reports whether any
 // existed.
 func (r *Limiter) Delete(ctx context.Context) (bool, error) {
-	defer r.c.refusals.forget() // local refusals may no longer hold
+	defer r.c.eng.Forget() // local refusals may no longer hold
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
-	defer r.c.dropLease(r)() // no hand-out from a lease after the call
+	defer r.dropLease()() // no hand-out from a lease after the call
 	n, err := bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Del(ctx, r.keyList...).Result()
 	})

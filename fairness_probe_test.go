@@ -115,8 +115,7 @@ func probeRun(t *testing.T, in, full bool) (time.Time, []probeRecord) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rdb := newRedis(t)
-	c := ratelimiter.NewClient(rdb)
-	ratelimiter.SetProbeClock(c, func(time.Time, time.Duration) (bool, bool) { return in, full })
+	c := ratelimiter.NewClient(rdb, ratelimiter.SetProbeClock(func(time.Time, time.Duration) (bool, bool) { return in, full }))
 	l := c.Limiter(uniqueName(t))
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 4, Interval: time.Second})
 	require.NoError(t, err)
@@ -168,9 +167,9 @@ func TestHoldFirstCall(t *testing.T) {
 		ds = append(ds, d)
 		mu.Unlock()
 	}})
-	c := ratelimiter.NewClient(newRedis(t), hooks)
 	var full atomic.Bool
-	ratelimiter.SetProbeClock(c, func(time.Time, time.Duration) (bool, bool) { return true, full.Load() })
+	c := ratelimiter.NewClient(newRedis(t), hooks,
+		ratelimiter.SetProbeClock(func(time.Time, time.Duration) (bool, bool) { return true, full.Load() }))
 	l := c.Limiter(uniqueName(t))
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
 	require.NoError(t, err)

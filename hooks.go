@@ -43,12 +43,6 @@ type Hooks struct {
 	Lease func(LeaseEvent)
 }
 
-// WithHooks installs h on the Client. A later WithHooks replaces an
-// earlier one. The default is no hooks, which costs nothing.
-func WithHooks(h Hooks) Option {
-	return func(c *Client) { c.hooks = h }
-}
-
 // Op names the acquisition a Decision reports on.
 type Op uint8
 

@@ -1,10 +1,13 @@
 package ratelimiter
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
 )
 
 // Leased permits (docs/combining.md, "Leases"; off by default). Under
@@ -22,10 +25,10 @@ import (
 //	                     yes: lease.lua: the batch's permits + a lease, one record
 //	                     no, or the script declines: acquire.lua as before
 //
-// The files: this one holds the options and the public types;
-// combine_lease.go the lease state and the fast path; combine_leasecall.go
-// the lease call from the lane; lease_return.go the ends of leases, the
-// returns and Client.Close.
+// The files: this one holds the public types; the engine
+// (internal/engine: lease.go, leasecall.go, leasereturn.go) the lease
+// state, the fast path, the lease call from the lane, the ends of leases
+// and their returns; target.go the lease scripts' calls.
 //
 // What bounds it:
 //   - Redis grants every permit: a lease is a record that Redis wrote
@@ -34,7 +37,7 @@ import (
 //   - A lease is granted only while the window, after it, holds at most
 //     Share × rate permits (checked in the script), and takes at most half
 //     of that headroom: near its rate a limiter is served as without
-//     leases, and waiters and fairness (fairness.go) work as before.
+//     leases, and waiters and fairness (internal/engine) work as before.
 //   - In real time a window of the interval may hold more than the rate: a
 //     permit handed out at t counts in Redis from the lease's stamp s, with
 //     s - (round trip) < t < s + D. The excess is at most the permits that
@@ -82,30 +85,6 @@ const (
 	defaultLeaseMinDemand = 4
 )
 
-// WithLeases turns leased permits on, configured by o (see LeaseOptions;
-// the zero value takes the defaults). A Client with leases hands out
-// permits of a limiter that Redis granted to it in one block, without a
-// Redis call per acquisition, while its callers ask that limiter steadily
-// and the limiter is far from its rate; Decision.Leased marks such grants
-// and Hooks.Lease reports each lease when it ends. Off by default.
-// Composites never lease. Leases need combining and the server's clock:
-// with WithMaxBatch(1) or WithServerClock(false), as with an option out of
-// range, Client.Err and every call of the Client return an error matching
-// ErrInvalidArgument, and nothing is sent to Redis. Call Client.Close
-// before the process exits to give back the unused permits at once
-// (otherwise they come back when their record expires, one interval after
-// the lease).
-func WithLeases(o LeaseOptions) Option {
-	return func(c *Client) {
-		o, err := o.withDefaults()
-		if err != nil {
-			c.err = errors.Join(c.err, err)
-			return
-		}
-		c.leases = newLeasing(o)
-	}
-}
-
 // withDefaults returns o with its zero fields set to the defaults, or an
 // error matching ErrInvalidArgument that names the first field out of
 // range.
@@ -117,7 +96,7 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 		return o, invalid("lease max permits %d out of range [0, %d]", o.MaxPermits, int64(MaxPermits))
 	case math.IsNaN(o.Share) || o.Share < 0 || o.Share > 1:
 		return o, invalid("lease share %v out of range [0, 1]", o.Share)
-	case o.Share != 0 && o.Share*shareScale < 1:
+	case o.Share != 0 && o.Share*engine.ShareScale < 1:
 		return o, invalid("lease share %v under a millionth, its step", o.Share)
 	case o.MinDemand < 0 || o.MinDemand > MaxPermits:
 		return o, invalid("lease min demand %d out of range [0, %d]", o.MinDemand, int64(MaxPermits))
@@ -140,7 +119,7 @@ func (o LeaseOptions) withDefaults() (LeaseOptions, error) {
 // checkLeases is NewClient's check, after every option ran, of the options
 // that must agree with WithLeases.
 func (c *Client) checkLeases() {
-	if c.leases == nil {
+	if c.leaseOpts == nil {
 		return
 	}
 	if c.maxBatch == 1 {
@@ -226,3 +205,25 @@ type LeaseEvent struct {
 	// Err is the return's error, if it failed.
 	Err error
 }
+
+// leaseEnded reports an ended lease to Hooks.Lease.
+func (c *Client) leaseEnded(e engine.LeaseEvent) {
+	if h := c.hooks.Lease; h != nil {
+		h(LeaseEvent{
+			Limiter: e.Limiter, Permits: e.Permits, HandedOut: e.HandedOut, Returned: e.Returned,
+			Kept: e.Kept, Stamp: e.Stamp, Held: e.Held, End: LeaseEnd(e.End), Err: e.Err,
+		})
+	}
+}
+
+// Close ends every live lease of the Client (WithLeases) and gives back
+// their unused permits, one script call per limiter holding a lease, and
+// waits until those and every other lease call or return in flight have
+// ended, or until ctx is done. From then on the Client takes no lease:
+// every acquisition goes to Redis, as without WithLeases. It does not
+// close the Redis client, which the caller owns; the Client stays usable,
+// and Close may be called again. Without leases it does nothing and
+// returns nil. It returns the returns' errors (each naming its limiter)
+// and ctx's error when ctx ended the wait, joined; permits whose return
+// failed come back when their record expires.
+func (c *Client) Close(ctx context.Context) error { return c.eng.Close(ctx) }

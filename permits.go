@@ -23,18 +23,12 @@ import "context"
 // it; it is handed out again or given back when the lease ends), and when
 // it is all of n, Release returns nil having sent nothing.
 func (r *Limiter) Release(ctx context.Context, n int64) error {
-	defer r.c.refusals.forget() // local refusals may no longer hold
 	if err := r.check(checkRelease(n, 1)); err != nil || n == 0 {
+		r.c.eng.Forget() // local refusals may no longer hold
 		return err
 	}
-	if r.c.leases != nil {
-		// Into the live lease first, up to what it handed out (combine_lease.go).
-		if n -= r.c.leases.refill(r, n); n == 0 {
-			return nil
-		}
-	}
-	_, err := r.eval(ctx, scriptRelease, r.keyList, n, r.c.stamp())
-	return err
+	// Into the live lease first, up to what it handed out, then Redis.
+	return r.c.eng.Release(ctx, r.target(), n)
 }
 
 // AvailablePermits returns the permits that can be taken now, after

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/goredisson/ratelimiter/internal/engine"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -34,100 +35,18 @@ type Client struct {
 	perm        permState     // the user's permissions (redis_permissions.go)
 	evict       evictionState // the server's eviction policy (redis_eviction.go)
 
-	maxBatch  int          // WithMaxBatch; 1: no combining
-	unfair    bool         // WithFairness(false) (fairness.go)
-	probe     probeClock   // probe windows (fairness_probe.go); nil: the wall clock's
-	foreign   int          // WithForeignWaiters (fairness.go); 0: an even split
-	noLocal   bool         // WithLocalRefusals(false) (combine_localrefusal.go)
-	refusals  refusals     // local refusals by lane key
-	perClient perClientSet // limiters found PER_CLIENT (clock.go)
-	lanes     lanes        // combining state per limiter in use (combine_lane.go)
-	leases    *leasing     // WithLeases (combine_lease.go); nil: off
+	// The engine's options (internal/engine), set by the options and
+	// handed to engine.New once they all ran.
+	maxBatch  int                  // WithMaxBatch; 1: no combining
+	unfair    bool                 // WithFairness(false)
+	foreign   int                  // WithForeignWaiters; 0: an even split
+	noLocal   bool                 // WithLocalRefusals(false)
+	leaseOpts *engine.LeaseOptions // WithLeases; nil: off
+	probe     engine.ProbeClock    // tests' probe windows; nil: the wall clock's
+
+	eng       *engine.Engine // lanes, waiters, local refusals, fairness, leases
+	perClient perClientSet   // limiters found PER_CLIENT (clock.go)
 	err       error
-}
-
-// Option configures a Client.
-type Option func(*Client)
-
-// WithClientID sets the client id used for PER_CLIENT keys instead of a new
-// random UUID. Give the same id to a restarted process that must keep its
-// PER_CLIENT budget; it must not be empty.
-func WithClientID(id string) Option {
-	return func(c *Client) {
-		if id == "" {
-			c.err = errors.Join(c.err, invalid("empty client id"))
-		}
-		c.id = id
-	}
-}
-
-// WithNameMapper maps every limiter name before the keys are derived from
-// it, like Redisson's NameMapper (for example to add a prefix). Java and
-// Go must use the same mapping to share limiters. A nil mapper is an error.
-func WithNameMapper(m func(string) string) Option {
-	return func(c *Client) {
-		if m == nil {
-			c.err = errors.Join(c.err, invalid("nil name mapper"))
-		}
-		c.mapName = m
-	}
-}
-
-// WithMemberFormat sets the permit record format this client writes; the
-// default is FormatBc0I (Redisson 3.21.0 and later). Records of every
-// format are read whatever this is set to.
-func WithMemberFormat(f MemberFormat) Option {
-	return func(c *Client) {
-		if !f.Valid() {
-			c.err = errors.Join(c.err, invalid("unknown member format %d", int(f)))
-		}
-		c.format = f
-	}
-}
-
-// WithClock sets the Client's clock; the default is time.Now. With
-// WithServerClock(false) its reading, in epoch milliseconds, stamps
-// permit records and decides which have expired, as Redisson trusts each
-// client's clock (the clocks of a fleet must then agree); with the
-// server's clock (the default) it times only local refusals and the
-// clock check. Waiting in Acquire always uses real time. now must be
-// safe for concurrent use: script calls read it from the goroutines that
-// run them, and the clock check (WithClockCheck) from its own.
-func WithClock(now func() time.Time) Option {
-	return func(c *Client) {
-		if now == nil {
-			c.err = errors.Join(c.err, invalid("nil clock"))
-		}
-		c.clock = now
-	}
-}
-
-// defaultMaxBatch is WithMaxBatch's default.
-const defaultMaxBatch = 128
-
-// WithMaxBatch sets the most acquisitions of one limiter that one script
-// call decides (combining, docs/combining.md). Concurrent acquisitions of
-// a limiter through one Client share script calls: one that finds no call
-// in flight is sent at once; those that arrive meanwhile are sent
-// together in the next call, in arrival order, and blocked callers wait in
-// one queue per limiter. Combining cuts Redis work and memory per grant
-// under load (one permit record per call instead of one per acquisition);
-// a larger batch makes a longer script call, which delays every other
-// command on that Redis for its duration. 1 turns combining off: every
-// acquisition is its own script call and every blocked caller sleeps on
-// its own timer, as Redisson does. 0 means the default, 128; n must be
-// from 0 to 4096.
-func WithMaxBatch(n int) Option {
-	return func(c *Client) {
-		switch {
-		case n < 0 || n > 4096:
-			c.err = errors.Join(c.err, invalid("max batch %d out of range [0, 4096]", n))
-		case n == 0:
-			c.maxBatch = defaultMaxBatch
-		default:
-			c.maxBatch = n
-		}
-	}
 }
 
 // NewClient returns a Client on rdb, which may be a *redis.Client,
@@ -145,6 +64,10 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		o(c)
 	}
 	c.checkLeases()
+	c.eng = engine.New(engine.Options{
+		MaxBatch: c.maxBatch, Unfair: c.unfair, Foreign: c.foreign, NoLocal: c.noLocal,
+		Clock: c.clock, Probe: c.probe, Leases: c.leaseOpts, OnLease: c.leaseEnded,
+	})
 	if c.id == "" && c.err == nil {
 		c.id = uuid.NewString()
 	}

@@ -100,6 +100,9 @@ type evictionRead struct {
 	at time.Time
 }
 
+// evictionReadTimeout bounds a background read of the eviction policy.
+const evictionReadTimeout = 5 * time.Second
+
 // eviction returns the last read of the server's eviction policy. The
 // first call reads it (one INFO); a read older than evictionRecheck is
 // renewed in the background, so later calls cost a clock reading.
@@ -111,7 +114,7 @@ func (c *Client) eviction(ctx context.Context) evictionRead {
 	if time.Since(r.at) >= evictionRecheck && c.evict.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer c.evict.refreshing.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), evictionReadTimeout)
 			defer cancel()
 			c.readEvictionNow(ctx)
 		}()

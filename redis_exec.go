@@ -27,7 +27,7 @@ func (r *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 // waits for the replicas (redis_replicas.go); a short acknowledgement comes back
 // as a *ReplicaAckError with the reply. It waits on Redis until ctx is
 // done: callers that must return earlier wait on it from another
-// goroutine (combine_lane.go, combine_direct.go).
+// goroutine (internal/engine).
 func (r *Limiter) evalAcquire(ctx context.Context, args ...any) (any, error) {
 	if err := r.c.permitted(ctx, r.keyList, "acquire", needAcquire); err != nil {
 		return nil, r.c.result(err)

@@ -64,47 +64,6 @@ type replicaAck struct {
 	timeout  time.Duration
 }
 
-// WithReplicaAck makes every acquisition wait until at least replicas
-// replicas of the limiter's master have acknowledged it (Redis's WAIT, sent
-// on the same connection right after the script, in the same round trip)
-// before it reports success; it waits at most timeout, and never past the
-// context's deadline. Without it an acquisition is reported as soon as the
-// master has applied it, and Redis replicates asynchronously: a master
-// that crashes may take the last grants with it, and the replica that
-// takes over grants those permits again.
-//
-// When fewer replicas acknowledge in time, the acquisition fails with a
-// *ReplicaAckError (errors.Is(err, ErrReplicaAck)): see there for why the
-// permits stay taken and how to accept such a grant anyway. Only
-// acquisitions wait; SetRate, Release and the rest do not. Denied
-// acquisitions are not affected, except that the WAIT they also send
-// costs up to timeout while replicas are missing.
-//
-// Redis checks WAIT timeouts on its server tick, so a WAIT can end up to
-// 1/hz (100 ms at the default hz 10) after its timeout; for calls to end by
-// their context's deadline even then, make the go-redis client with
-// ContextTimeoutEnabled.
-//
-// replicas must be at least 1 and timeout at least 1 ms. With Redis
-// Cluster, each master must have that many replicas (a shard that lost its
-// only replica fails every acquisition until a replica is back); with
-// Sentinel, count the replicas of the master. The option works with
-// *redis.Client, a failover client and *redis.ClusterClient, not with
-// redis.Ring.
-func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(c *Client) {
-		if replicas < 1 {
-			c.err = errors.Join(c.err, invalid("replica ack count %d must be at least 1", replicas))
-			return
-		}
-		if timeout < time.Millisecond {
-			c.err = errors.Join(c.err, invalid("replica ack timeout %v must be at least 1ms", timeout))
-			return
-		}
-		c.ack = replicaAck{replicas: replicas, timeout: timeout}
-	}
-}
-
 func (c *Client) replicaAck() (replicaAck, bool) { return c.ack, c.ack.replicas > 0 }
 
 // ackMargin is kept free before the context's deadline when the WAIT

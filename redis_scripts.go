@@ -55,7 +55,7 @@ var (
 	scriptSetRate          = redis.NewScript(guarded(luaLib + luaSetRate))
 	scriptTrySetRate       = redis.NewScript(guarded(luaLib + luaTrySetRate))
 	scriptExpire           = redis.NewScript(luaExpire)
-	// The lease scripts (combine_leasecall.go, lease_return.go) share
+	// The lease scripts (internal/engine, target.go) share
 	// lease_return.lua's returnRecord.
 	scriptLease    = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLease))
 	scriptLeaseEnd = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLeaseEnd))

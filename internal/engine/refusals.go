@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"slices"
@@ -26,19 +26,6 @@ import (
 // maxRefusals bounds the limiters a Client keeps a local refusal for;
 // ended ones are dropped first when it is reached.
 const maxRefusals = 4096
-
-// WithLocalRefusals turns local refusals on (the default) or off. When
-// on, after Redis refuses a call of a limiter with a wait hint, this
-// Client refuses the non-blocking calls (Allow, TryAcquire) of that
-// limiter that ask for as many permits until the hint, counted from when
-// the refused call was sent, has passed, without a Redis call; the
-// Decision of such a call has Local set, and its Result is the refusal's
-// with RetryAfter and ResetAfter counted down. This Client's own Release,
-// SetRate, UpdateRate, TrySetRate and Delete end them at once; other
-// clients' releases and rate changes are seen when the hint ends.
-func WithLocalRefusals(on bool) Option {
-	return func(c *Client) { c.noLocal = !on }
-}
 
 // refusal is the last refusal Redis gave a limiter's non-blocking call.
 type refusal struct {

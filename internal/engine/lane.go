@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 //	caller ──► lane idle? ──yes──► send [caller] now ───────────────┐
 //	             │ no                                                │
 //	             └──► pending (FIFO) ──► next call: up to maxBatch ──┤
-//	waiters (FIFO, combine_waiters.go) ──► one timer ──► next call (strict) ─┤
+//	waiters (FIFO, waiters.go) ──► one timer ──► next call (strict) ─┤
 //	                                                                 ▼
 //	         one acquire script call decides the batch in order; each caller
 //	         gets its own verdict; a grant whose caller has gone is released
@@ -25,7 +25,7 @@ type lane struct {
 	key     string
 	busy    bool       // run is active: a script call is in flight or about to be
 	pending []*request // arrived while busy, in arrival order
-	waiting []*request // blocked callers, head first (combine_waiters.go)
+	waiting []*request // blocked callers, head first (waiters.go)
 	flying  int        // waiters in the call in flight
 	due     bool       // the head waiter's hint has passed
 	timer   *time.Timer
@@ -69,57 +69,35 @@ const (
 	reqGone
 )
 
-// target is what a lane's script calls act on: one limiter (*Limiter) or
-// several at once (*Composite).
-type target interface {
-	// laneKey names the target's lane; targets with equal keys share one.
-	laneKey() string
-	// decide makes one script call for the permits ns (combine_batch.go).
-	decide(ctx context.Context, form string, ns []int64) batchReply
-	// giveBack releases n permits granted to callers that had gone.
-	giveBack(ctx context.Context, n int64) error
-	// maxWeight is the most permits one asked permit takes from a part
-	// (a Weighted composite's largest weight; 1 otherwise).
-	maxWeight() int64
-}
-
-// laneKey is "1" and the config key: composites' lane keys begin with
-// another byte (composite.go).
-func (r *Limiter) laneKey() string { return "1" + r.keys.Config }
-
-func (r *Limiter) giveBack(ctx context.Context, n int64) error { return r.Release(ctx, n) }
-
-func (r *Limiter) maxWeight() int64 { return 1 }
-
 // request is one acquisition waiting for a script call.
 type request struct {
-	p      target
+	p      Target
 	n      int64
 	detail bool // Allow: the reply must carry Limit, Interval and ResetAfter
 	ctx    context.Context
 	state  atomic.Int32
 	done   chan answer // buffered: the answer never blocks the sender
 
-	// Blocking calls only (combine_waiters.go).
+	// Blocking calls only (waiters.go).
 	blocking bool      // a blocking caller's (Acquire, TryAcquireTimeout)
 	limit    time.Time // TryAcquireTimeout's end; zero: none
 	queued   time.Time // when it joined the waiters; zero: not a waiter
-	heldAt   time.Time // refused to hold a permit free, in the latest window it was (fairness_probe.go); zero: never
+	heldAt   time.Time // refused to hold a permit free, in the latest window it was (probe.go); zero: never
 	heldFull bool      // that hold kept every permit
 }
 
 // answer is what a request gets back.
 type answer struct {
-	v         verdict
+	v         Verdict
 	err       error
 	roundTrip time.Duration
 	sentAt    time.Time // the Client's clock when the deciding call was sent; zero: not known
 	batch     int
 	waited    time.Duration
-	leased    bool // granted from this Client's lease without a call (combine_lease.go)
+	leased    bool // granted from this Client's lease without a call (lease.go)
 }
 
-func newRequest(ctx context.Context, p target, n int64, detail bool) *request {
+func newRequest(ctx context.Context, p Target, n int64, detail bool) *request {
 	return &request{p: p, n: n, detail: detail, ctx: ctx, done: make(chan answer, 1)}
 }
 
@@ -138,37 +116,37 @@ func (q *request) answer(a answer) bool {
 
 // submit sends q in its lane's next script call and waits for its answer
 // or for its context.
-func (c *Client) submit(q *request) answer {
-	c.lanes.mu.Lock()
-	l := c.lanes.get(q.p.laneKey())
+func (e *Engine) submit(q *request) answer {
+	e.lanes.mu.Lock()
+	l := e.lanes.get(q.p.LaneKey())
 	if l.busy {
 		l.pending = append(l.pending, q)
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 	} else {
 		l.busy = true
-		c.lanes.mu.Unlock()
-		c.start(l, []*request{q}, false)
+		e.lanes.mu.Unlock()
+		e.start(l, []*request{q}, false)
 	}
-	return c.await(l, q)
+	return e.await(l, q)
 }
 
 // start runs the lane's script calls from batch on. A request that found
 // its lane idle runs the first call on its own goroutine, as an
 // uncombined call would (call still lets it leave when its context ends
 // while Redis stalls); the calls after that run on a new goroutine.
-func (c *Client) start(l *lane, batch []*request, strict bool) {
+func (e *Engine) start(l *lane, batch []*request, strict bool) {
 	if len(batch) == 1 && !strict {
-		c.run(l, batch, strict, true)
+		e.run(l, batch, strict, true)
 		return
 	}
-	go c.run(l, batch, strict, false)
+	go e.run(l, batch, strict, false)
 }
 
 // await waits for q's answer; when q's context ends first, q leaves its
 // lane at once (no Redis call) and gets the context's error. A request
 // that was already in a script call gets its answer, or, when the call
 // grants it after the caller left, its permits are released (lane.run).
-func (c *Client) await(l *lane, q *request) answer {
+func (e *Engine) await(l *lane, q *request) answer {
 	select {
 	case a := <-q.done:
 		return a
@@ -177,11 +155,11 @@ func (c *Client) await(l *lane, q *request) answer {
 	if !q.state.CompareAndSwap(reqWaiting, reqGone) {
 		return <-q.done
 	}
-	c.lanes.mu.Lock()
+	e.lanes.mu.Lock()
 	l.pending = remove(l.pending, q)
 	l.waiting = remove(l.waiting, q)
-	c.lanes.dropIfIdle(l)
-	c.lanes.mu.Unlock()
+	e.lanes.dropIfIdle(l)
+	e.lanes.mu.Unlock()
 	a := answer{err: q.ctx.Err()}
 	if !q.queued.IsZero() {
 		a.waited = time.Since(q.queued)
@@ -201,24 +179,24 @@ func remove(list []*request, q *request) []*request {
 // run makes script calls for the lane until nothing is left to send. When
 // inline (on a caller's goroutine), it makes the first call only and hands
 // the rest to a new goroutine.
-func (c *Client) run(l *lane, batch []*request, strict, inline bool) {
+func (e *Engine) run(l *lane, batch []*request, strict, inline bool) {
 	for {
 		var leave context.Context
 		if inline {
 			leave = batch[0].ctx
 		}
-		c.serve(l, batch, strict, leave)
-		c.lanes.mu.Lock()
-		batch, strict = c.next(l)
+		e.serve(l, batch, strict, leave)
+		e.lanes.mu.Lock()
+		batch, strict = e.next(l)
 		if batch == nil {
 			l.busy = false
-			c.lanes.dropIfIdle(l)
-			c.lanes.mu.Unlock()
+			e.lanes.dropIfIdle(l)
+			e.lanes.mu.Unlock()
 			return
 		}
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 		if inline {
-			go c.run(l, batch, strict, false)
+			go e.run(l, batch, strict, false)
 			return
 		}
 	}
@@ -228,30 +206,30 @@ func (c *Client) run(l *lane, batch []*request, strict, inline bool) {
 // passed, else the pending requests, up to maxBatch requests and
 // MaxPermits permits times the largest weight (one record holds them).
 // Call with mu held.
-func (c *Client) next(l *lane) ([]*request, bool) {
+func (e *Engine) next(l *lane) ([]*request, bool) {
 	if l.due && len(l.waiting) > 0 {
 		l.due = false
 		var batch []*request
-		batch, l.waiting = c.take(l.waiting)
+		batch, l.waiting = e.take(l.waiting)
 		l.flying += len(batch)
 		return batch, true
 	}
 	var batch []*request
-	batch, l.pending = c.take(l.pending)
+	batch, l.pending = e.take(l.pending)
 	return batch, false
 }
 
 // take splits the first requests off list, skipping those whose caller
 // has gone.
-func (c *Client) take(list []*request) (batch, rest []*request) {
+func (e *Engine) take(list []*request) (batch, rest []*request) {
 	var permits int64
 	i := 0
-	for ; i < len(list) && len(batch) < c.maxBatch; i++ {
+	for ; i < len(list) && len(batch) < e.maxBatch; i++ {
 		q := list[i]
 		if q.state.Load() == reqGone {
 			continue
 		}
-		if permits+q.n > MaxPermits/q.p.maxWeight() {
+		if permits+q.n > MaxPermits/q.p.MaxWeight() {
 			break
 		}
 		permits += q.n
@@ -265,18 +243,18 @@ func (c *Client) take(list []*request) (batch, rest []*request) {
 
 // serve makes one script call for batch and answers each request. A
 // strict batch is of waiters: no grant follows a refusal, and the refused
-// go back to the head of the waiters (combine_waiters.go). leave, when not nil,
+// go back to the head of the waiters (waiters.go). leave, when not nil,
 // is the context of the caller that runs the call on its own goroutine:
 // when it ends, so does the call.
-func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Context) {
-	var lim *Limiter
-	if c.leases != nil && !strict {
-		// Leases (combine_leasecall.go): requests a live lease holds are
+func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Context) {
+	var lim Limiter
+	if e.leases != nil && !strict {
+		// Leases (leasecall.go): requests a live lease holds are
 		// answered from it; the rest may go in a lease call. Waiters
 		// (strict) never lease.
-		if lim, _ = batch[0].p.(*Limiter); lim != nil {
+		if lim, _ = batch[0].p.(Limiter); lim != nil {
 			var done bool
-			if batch, done = c.serveLease(lim, batch, leave); done {
+			if batch, done = e.serveLease(lim, batch, leave); done {
 				return
 			}
 		}
@@ -287,50 +265,49 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 	for i, q := range batch {
 		ns[i] = q.n
 	}
-	form := formTable
+	form := Form{Kind: Table}
 	switch {
 	case strict:
-		form = formStrict
+		form.Kind = Strict
 	case len(batch) == 1 && !batch[0].detail:
-		form = formSingle
+		form.Kind = Single
 	}
 	sent := time.Now()
-	hold := c.batchHold(l, batch, sent)
-	if hold > 0 {
-		if form == formSingle {
-			form = formTable // the single form has no room for a hold
+	if hold := e.batchHold(l, batch, sent); hold > 0 {
+		if form.Kind == Single {
+			form.Kind = Table // the single form has no room for a hold
 		}
-		form = holding(form, hold)
+		form.Hold = hold
 	}
-	b := c.call(ctx, leave, batch[0].p, form, ns)
-	if hold > 0 {
-		noteHolds(batch, &b, sent, hold)
+	b := e.call(ctx, leave, batch[0].p, form, ns)
+	if form.Hold > 0 {
+		noteHolds(batch, &b, sent, form.Hold)
 	}
 	if lim != nil {
-		c.leases.observeBatch(lim, b)
+		e.leases.observeBatch(lim, b)
 	}
-	own := strict && c.ownWakes(l)
+	own := strict && e.ownWakes(l)
 	var refused []*request
 	var hints []time.Duration
 	var giveBack int64
 	for i, q := range batch {
-		a := answer{err: b.err, roundTrip: b.roundTrip, sentAt: b.sentAt, batch: len(batch)}
-		if b.err == nil {
-			a.v = b.verdicts[i]
+		a := answer{err: b.Err, roundTrip: b.RoundTrip, sentAt: b.SentAt, batch: len(batch)}
+		if b.Err == nil {
+			a.v = b.Verdicts[i]
 		}
-		if strict && !own && a.err == nil && a.v.err == nil && !a.v.res.Granted {
-			refused, hints = append(refused, q), append(hints, a.v.res.RetryAfter)
+		if strict && !own && a.err == nil && a.v.Err == nil && !a.v.Res.Granted {
+			refused, hints = append(refused, q), append(hints, a.v.Res.RetryAfter)
 			continue
 		}
-		if !q.answer(a) && a.err == nil && a.v.res.Granted {
+		if !q.answer(a) && a.err == nil && a.v.Res.Granted {
 			giveBack += q.n
 		}
 	}
 	if strict {
-		c.requeue(l, len(batch), refused, hints, b.roundTrip, b.interval())
+		e.requeue(l, len(batch), refused, hints, b.RoundTrip, b.interval())
 	}
 	if giveBack > 0 {
-		c.giveBack(batch[0].p, giveBack)
+		e.giveBack(batch[0].p, giveBack)
 	}
 }
 
@@ -340,24 +317,24 @@ func (c *Client) serve(l *lane, batch []*request, strict bool, leave context.Con
 // lane: the next batch goes on a fresh call. What the abandoned call
 // grants, when it ends, is given back: its callers have been answered with
 // their context's error.
-func (c *Client) call(ctx, leave context.Context, p target, form string, ns []int64) batchReply {
-	b, late, err := runOrLeave(ctx, leave, func() batchReply { return p.decide(ctx, form, ns) })
+func (e *Engine) call(ctx, leave context.Context, p Target, form Form, ns []int64) Reply {
+	b, late, err := runOrLeave(ctx, leave, func() Reply { return p.Decide(ctx, form, ns) })
 	if late == nil {
 		return b
 	}
 	go func() {
 		b := <-late
 		var granted int64
-		for i, v := range b.verdicts {
-			if v.res.Granted {
+		for i, v := range b.Verdicts {
+			if v.Res.Granted {
 				granted += ns[i]
 			}
 		}
 		if granted > 0 {
-			c.giveBack(p, granted)
+			e.giveBack(p, granted)
 		}
 	}()
-	return batchReply{err: err}
+	return Reply{Err: err}
 }
 
 // runOrLeave runs run and returns its result, or returns early when ctx
@@ -391,10 +368,10 @@ const giveBackTimeout = 5 * time.Second
 // giveBack releases permits that were granted to callers who had gone, so
 // that they are not lost. A failure here leaves them taken until their
 // interval ends, as any acquisition abandoned at its deadline would.
-func (c *Client) giveBack(p target, n int64) {
+func (e *Engine) giveBack(p Target, n int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
-	_ = p.giveBack(ctx, n)
+	_ = e.Release(ctx, p, n)
 }
 
 // batchContext is the context of a batch's script call: the first

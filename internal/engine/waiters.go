@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
@@ -21,35 +21,35 @@ import (
 // waitQueued acquires n permits for a blocking call through the lane: until
 // granted, until the hint passes limit (false, nil) or ctx's deadline (an
 // error), or until ctx is done. A zero limit means none.
-func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.Time, d *Decision) (granted bool, err error) {
-	if _, ok := p.(*Limiter); ok && c.foreign > 0 {
-		c.blocking(p.laneKey(), 1, 0)
-		defer func() { c.blocking(p.laneKey(), -1, n*int64(b2i(granted))) }()
+func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.Time, d *Outcome) (granted bool, err error) {
+	if _, ok := p.(Limiter); ok && e.foreign > 0 {
+		e.blocking(p.LaneKey(), 1, 0)
+		defer func() { e.blocking(p.LaneKey(), -1, n*int64(b2i(granted))) }()
 	}
 	q := newWaiter(ctx, p, n, limit)
-	c.lanes.mu.Lock()
-	l := c.lanes.get(p.laneKey())
-	if at, ok := c.deferred(l, q); ok {
-		c.lanes.mu.Unlock()
+	e.lanes.mu.Lock()
+	l := e.lanes.get(p.LaneKey())
+	if at, ok := e.deferred(l, q); ok {
+		e.lanes.mu.Unlock()
 		if err := sleepUntil(ctx, at, d); err != nil {
 			return false, err
 		}
-		l = c.rejoin(q)
-	} else if done, err := c.enter(l, q); done {
+		l = e.rejoin(q)
+	} else if done, err := e.enter(l, q); done {
 		return false, err
 	}
 	for {
-		a := c.await(l, q)
+		a := e.await(l, q)
 		d.Waited += a.waited
 		if a.batch > 0 {
 			d.RoundTrip, d.Batch = a.roundTrip, a.batch
 		}
 		d.Leased = a.leased
-		if a.err != nil || a.v.err != nil || a.v.res.Granted {
-			return a.v.res.Granted, firstErr(a.err, a.v.err)
+		if a.err != nil || a.v.Err != nil || a.v.Res.Granted {
+			return a.v.Res.Granted, firstErr(a.err, a.v.Err)
 		}
-		d.RetryAfter = a.v.res.RetryAfter
-		wake := time.Now().Add(a.v.res.RetryAfter)
+		d.RetryAfter = a.v.Res.RetryAfter
+		wake := time.Now().Add(a.v.Res.RetryAfter)
 		if !q.fits(wake) {
 			return false, nil
 		}
@@ -57,35 +57,35 @@ func (c *Client) waitQueued(ctx context.Context, p target, n int64, limit time.T
 			return false, err
 		}
 		q = newWaiter(ctx, p, n, limit).heldLike(q)
-		c.lanes.mu.Lock()
-		l = c.lanes.get(p.laneKey())
-		at, own := c.refusedWake(l, q, wake, a.v.res.Interval)
+		e.lanes.mu.Lock()
+		l = e.lanes.get(p.LaneKey())
+		at, own := e.refusedWake(l, q, wake, a.v.Res.Interval)
 		if own {
-			c.lanes.mu.Unlock()
+			e.lanes.mu.Unlock()
 			if err := sleepUntil(ctx, at, d); err != nil {
 				return false, err
 			}
-			l = c.rejoin(q)
+			l = e.rejoin(q)
 			continue
 		}
 		q.queued = time.Now()
 		l.waiting = append(l.waiting, q)
 		if len(l.waiting) == 1 && l.flying == 0 {
-			c.arm(l, at)
+			e.arm(l, at)
 		}
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 	}
 }
 
 // newWaiter returns the request of a blocking call for n permits of p,
 // with its limit (zero: none).
-func newWaiter(ctx context.Context, p target, n int64, limit time.Time) *request {
+func newWaiter(ctx context.Context, p Target, n int64, limit time.Time) *request {
 	q := newRequest(ctx, p, n, false)
 	q.blocking, q.limit = true, limit
 	return q
 }
 
-// heldLike copies prev's hold (fairness_probe.go) to q, the same caller's
+// heldLike copies prev's hold (probe.go) to q, the same caller's
 // next request: a caller is held once per probe window at most.
 func (q *request) heldLike(prev *request) *request {
 	q.heldAt, q.heldFull = prev.heldAt, prev.heldFull
@@ -94,7 +94,7 @@ func (q *request) heldLike(prev *request) *request {
 
 // sleepUntil waits until at or until ctx is done (its error), and counts
 // the wait in d.Waited.
-func sleepUntil(ctx context.Context, at time.Time, d *Decision) error {
+func sleepUntil(ctx context.Context, at time.Time, d *Outcome) error {
 	start := time.Now()
 	defer func() { d.Waited += time.Since(start) }()
 	t := time.NewTimer(time.Until(at))
@@ -109,25 +109,25 @@ func sleepUntil(ctx context.Context, at time.Time, d *Decision) error {
 
 // rejoin puts q, a waiter that waited on its own, at the tail of its
 // lane's waiters and has them served now; it returns the lane.
-func (c *Client) rejoin(q *request) *lane {
-	c.lanes.mu.Lock()
-	l := c.lanes.get(q.p.laneKey())
+func (e *Engine) rejoin(q *request) *lane {
+	e.lanes.mu.Lock()
+	l := e.lanes.get(q.p.LaneKey())
 	q.queued = time.Now()
 	l.waiting = append(l.waiting, q)
 	l.due = true
 	if l.busy {
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 		return l
 	}
-	batch, strict := c.next(l)
+	batch, strict := e.next(l)
 	if batch == nil { // nothing to send (take skips only callers that left)
-		c.lanes.dropIfIdle(l)
-		c.lanes.mu.Unlock()
+		e.lanes.dropIfIdle(l)
+		e.lanes.mu.Unlock()
 		return l
 	}
 	l.busy = true
-	c.lanes.mu.Unlock()
-	c.start(l, batch, strict)
+	e.lanes.mu.Unlock()
+	e.start(l, batch, strict)
 	return l
 }
 
@@ -135,12 +135,12 @@ func (c *Client) rejoin(q *request) *lane {
 // its pending calls, or sent now. It reports done, with the call's error,
 // when q's limit (nil error) or deadline comes before the waiters' next
 // wake. Call with mu held; it unlocks.
-func (c *Client) enter(l *lane, q *request) (bool, error) {
+func (e *Engine) enter(l *lane, q *request) (bool, error) {
 	switch {
 	case len(l.waiting) > 0 || l.flying > 0:
 		// Behind the queued waiters, who are served first.
 		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
-			c.lanes.mu.Unlock()
+			e.lanes.mu.Unlock()
 			if !q.fits(l.wakeAt) {
 				return true, nil // TryAcquireTimeout's own limit comes first
 			}
@@ -148,14 +148,14 @@ func (c *Client) enter(l *lane, q *request) (bool, error) {
 		}
 		q.queued = time.Now()
 		l.waiting = append(l.waiting, q)
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 	case l.busy:
 		l.pending = append(l.pending, q)
-		c.lanes.mu.Unlock()
+		e.lanes.mu.Unlock()
 	default:
 		l.busy = true
-		c.lanes.mu.Unlock()
-		c.start(l, []*request{q}, false)
+		e.lanes.mu.Unlock()
+		e.start(l, []*request{q}, false)
 	}
 	return false, nil
 }
@@ -175,22 +175,15 @@ func (q *request) beyond(wake time.Time) error {
 	return nil
 }
 
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
 // arm sets the lane's timer to fire at wake, unless it fires earlier.
 // Call with mu held.
-func (c *Client) arm(l *lane, wake time.Time) {
+func (e *Engine) arm(l *lane, wake time.Time) {
 	if !l.wakeAt.IsZero() && !wake.Before(l.wakeAt) {
 		return
 	}
 	l.wakeAt = wake
 	if l.timer == nil {
-		l.timer = time.AfterFunc(time.Until(wake), func() { c.fire(l) })
+		l.timer = time.AfterFunc(time.Until(wake), func() { e.fire(l) })
 		return
 	}
 	l.timer.Reset(time.Until(wake))
@@ -198,37 +191,37 @@ func (c *Client) arm(l *lane, wake time.Time) {
 
 // fire runs when the head waiter's hint has passed: the lane's next script
 // call serves the waiters.
-func (c *Client) fire(l *lane) {
-	c.lanes.mu.Lock()
+func (e *Engine) fire(l *lane) {
+	e.lanes.mu.Lock()
 	l.wakeAt = time.Time{}
 	if len(l.waiting) == 0 {
-		c.lanes.dropIfIdle(l)
-		c.lanes.mu.Unlock()
+		e.lanes.dropIfIdle(l)
+		e.lanes.mu.Unlock()
 		return
 	}
 	l.due = true
 	if l.busy {
-		c.lanes.mu.Unlock() // run takes them next
+		e.lanes.mu.Unlock() // run takes them next
 		return
 	}
-	batch, strict := c.next(l)
+	batch, strict := e.next(l)
 	if batch == nil {
-		c.lanes.dropIfIdle(l)
-		c.lanes.mu.Unlock()
+		e.lanes.dropIfIdle(l)
+		e.lanes.mu.Unlock()
 		return
 	}
 	l.busy = true
-	c.lanes.mu.Unlock()
-	c.run(l, batch, strict, false)
+	e.lanes.mu.Unlock()
+	e.run(l, batch, strict, false)
 }
 
 // requeue puts the waiters that a strict call refused back at the head, in
 // order, and sets the timer to the head's new hint. A waiter whose own
 // hint (never earlier than the head's) passes its limit or deadline is
 // answered now, so that it returns at once.
-func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt, interval time.Duration) {
-	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
+func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt, interval time.Duration) {
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
 	l.flying -= sent
 	if len(refused) == 0 {
 		// Nobody ahead was refused: those who joined meanwhile go next.
@@ -244,7 +237,7 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 			continue
 		}
 		if !q.fits(wake) || q.beyond(wake) != nil {
-			q.answer(answer{v: verdict{res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent})
+			q.answer(answer{v: Verdict{Res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent})
 			continue
 		}
 		keep = append(keep, q)
@@ -253,8 +246,8 @@ func (c *Client) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	l.due = len(keep) == 0 && len(l.waiting) > 0
 	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
-		at, _ := c.refusedWake(l, keep[0], head, interval)
-		c.arm(l, at)
+		at, _ := e.refusedWake(l, keep[0], head, interval)
+		e.arm(l, at)
 	}
 }
 

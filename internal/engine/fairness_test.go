@@ -1,12 +1,9 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter/wire"
 )
@@ -16,13 +13,13 @@ import (
 // 1-permit record as 1, an undecodable one as 1 of the others', and a
 // record an interval or more older than the newest not at all.
 func TestSides(t *testing.T) {
-	for _, f := range []MemberFormat{FormatBc0I, FormatLc0I, FormatFI} {
+	for _, f := range []wire.Format{wire.Bc0I, wire.Lc0I, wire.FI} {
 		tag := wire.Tag{1, 2, 3, 4}
 		var random []byte
 		switch f {
-		case FormatFI:
+		case wire.FI:
 			random = []byte{0, 0, 0x80, 0x3f} // 1.0f: exponent 127, unmarked
-		case FormatBc0I:
+		case wire.Bc0I:
 			random = make([]byte, 16)
 		default:
 			random = []byte("0123456789abcdef")
@@ -31,7 +28,7 @@ func TestSides(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		zs := []redis.Z{
+		zs := []Record{
 			{Score: 1000, Member: string(wire.New(f, tag, 9))}, // an interval before the newest
 			{Score: 1500, Member: string(wire.New(f, tag, 1))},
 			{Score: 1600, Member: string(wire.New(f, tag, 1))},
@@ -114,40 +111,40 @@ func TestSharedHold(t *testing.T) {
 // A refused waiter's wake: never before its hint, never past its limit or
 // deadline; on its own only when other writers were seen.
 func TestRefusedWakeBounds(t *testing.T) {
-	c := NewClient(nil)
-	lim := c.Limiter("x")
+	e := New(Options{MaxBatch: 128})
+	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "x"}}
 	l := &lane{key: "k"}
 	wake := time.Now().Add(10 * time.Millisecond)
 	q := newRequest(context.Background(), lim, 1, false)
-	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
-	at, own := c.refusedWake(l, q, wake, time.Second)
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
+	at, own := e.refusedWake(l, q, wake, time.Second)
 	if own || !at.Equal(wake) {
 		t.Errorf("alone: wake %v after the hint, own %v; want on the hint, together", at.Sub(wake), own)
 	}
-	f := c.lanes.fleets["k"]
+	f := e.lanes.fleets["k"]
 	f.foreignUntil, f.spread = time.Now().Add(time.Minute), 30*time.Millisecond
 	for i := 0; i < 100; i++ {
-		at, own = c.refusedWake(l, q, wake, 0)
+		at, own = e.refusedWake(l, q, wake, 0)
 		if !own || at.Before(wake.Add(-hintPad)) || at.Sub(wake) >= f.spread-hintPad {
 			t.Fatalf("shared: wake %v after the hint, own %v; want within [-%v, %v), own", at.Sub(wake), own, hintPad, f.spread-hintPad)
 		}
 	}
 	q.limit = wake.Add(time.Millisecond)
-	if at, _ = c.refusedWake(l, q, wake, 0); at.After(q.limit) {
+	if at, _ = e.refusedWake(l, q, wake, 0); at.After(q.limit) {
 		t.Errorf("wake %v past the caller's limit", at.Sub(q.limit))
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), wake)
 	defer cancel()
 	q = newRequest(ctx, lim, 1, false)
-	if at, _ = c.refusedWake(l, q, wake, 0); at.After(wake) {
+	if at, _ = e.refusedWake(l, q, wake, 0); at.After(wake) {
 		t.Errorf("deadline at the hint: wake %v after it", at.Sub(wake))
 	}
-	if at, own = c.refusedWake(l, newRequest(ctx, c.All("x", "y"), 1, false), wake, 0); own || !at.Equal(wake) {
+	if at, own = e.refusedWake(l, newRequest(ctx, &fakeTarget{key: "x+y"}, 1, false), wake, 0); own || !at.Equal(wake) {
 		t.Errorf("composite: wake %v after the hint, own %v", at.Sub(wake), own)
 	}
-	c.unfair = true
-	if at, own = c.refusedWake(l, q, wake, 0); own || !at.Equal(wake) {
+	e.unfair = true
+	if at, own = e.refusedWake(l, q, wake, 0); own || !at.Equal(wake) {
 		t.Errorf("WithFairness(false): wake %v after the hint, own %v", at.Sub(wake), own)
 	}
 }
@@ -193,37 +190,34 @@ func TestTally(t *testing.T) {
 // 20 the others are ahead (the spread goes down). Without the option the
 // sides' permits are compared as they are.
 func TestForeignWaitersStep(t *testing.T) {
-	c := NewClient(nil, WithForeignWaiters(1))
+	e := New(Options{MaxBatch: 128, Foreign: 1})
 	key := "k"
 	for i := 0; i < 8; i++ {
-		c.blocking(key, 1, 0)
+		e.blocking(key, 1, 0)
 	}
-	c.lanes.mu.Lock()
-	f := c.lanes.fleets[key]
+	e.lanes.mu.Lock()
+	f := e.lanes.fleets[key]
 	f.interval = time.Second
 	now := time.Now()
 	f.granted.add(now, f.interval, 80) // 40 per interval
-	a, b := c.weigh(f, now, 45, 5)
+	a, b := e.weigh(f, now, 45, 5)
 	f.step(now, a, b)
 	if f.spread != spreadStart {
 		t.Errorf("5 per waiter each side: spread moved to %v", f.spread)
 	}
-	a, b = c.weigh(f, now, 45, 20)
+	a, b = e.weigh(f, now, 45, 20)
 	f.step(now, a, b)
 	if f.spread >= spreadStart {
 		t.Errorf("others 20 per waiter, ours 5: spread %v, want under %v", f.spread, spreadStart)
 	}
-	c.lanes.mu.Unlock()
+	e.lanes.mu.Unlock()
 	for i := 0; i < 10; i++ {
-		c.blocking(key, -1, 0)
+		e.blocking(key, -1, 0)
 	}
 	if f.blocked != 0 {
 		t.Errorf("blocked %d after every call left", f.blocked)
 	}
-	if o, t2 := NewClient(nil).weigh(f, now, 45, 5); o != 45 || t2 != 5 {
+	if o, t2 := New(Options{MaxBatch: 128}).weigh(f, now, 45, 5); o != 45 || t2 != 5 {
 		t.Errorf("without the option: %v, %v; want 45, 5", o, t2)
-	}
-	if err := NewClient(nil, WithForeignWaiters(-1)).Err(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("WithForeignWaiters(-1): %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
@@ -83,29 +83,29 @@ func TestNoteHolds(t *testing.T) {
 	stale := &request{blocking: true, heldAt: sent.Add(-probeEvery)}
 	recent := &request{blocking: true, heldAt: sent.Add(-20 * time.Millisecond)}
 	batch := []*request{fresh, other, stale, recent}
-	b := batchReply{verdicts: []verdict{
-		{held: true, res: Result{RetryAfter: long}},
-		{res: Result{RetryAfter: long}},
-		{held: true, res: Result{RetryAfter: long}},
-		{held: true, res: Result{RetryAfter: 5 * time.Millisecond}},
+	b := Reply{Verdicts: []Verdict{
+		{Held: true, Res: Result{RetryAfter: long}},
+		{Res: Result{RetryAfter: long}},
+		{Held: true, Res: Result{RetryAfter: long}},
+		{Held: true, Res: Result{RetryAfter: 5 * time.Millisecond}},
 	}}
 	noteHolds(batch, &b, sent, holdAll)
-	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.verdicts[0].res.RetryAfter > probeFullSlot {
-		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, at most %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.verdicts[0].res.RetryAfter, probeFullSlot)
+	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.Verdicts[0].Res.RetryAfter > probeFullSlot {
+		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, at most %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.Verdicts[0].Res.RetryAfter, probeFullSlot)
 	}
-	if !other.heldAt.IsZero() || b.verdicts[1].res.RetryAfter != long {
-		t.Errorf("not held: marked %v, retry after %v", other.heldAt, b.verdicts[1].res.RetryAfter)
+	if !other.heldAt.IsZero() || b.Verdicts[1].Res.RetryAfter != long {
+		t.Errorf("not held: marked %v, retry after %v", other.heldAt, b.Verdicts[1].Res.RetryAfter)
 	}
 	if !stale.heldAt.Equal(sent) {
 		t.Errorf("a hold of an earlier window kept (%v before the call)", sent.Sub(stale.heldAt))
 	}
-	if !recent.heldAt.Equal(sent.Add(-20*time.Millisecond)) || recent.heldFull || b.verdicts[3].res.RetryAfter != 5*time.Millisecond {
-		t.Errorf("held earlier in the window: held at %v full %v, retry after %v", sent.Sub(recent.heldAt), recent.heldFull, b.verdicts[3].res.RetryAfter)
+	if !recent.heldAt.Equal(sent.Add(-20*time.Millisecond)) || recent.heldFull || b.Verdicts[3].Res.RetryAfter != 5*time.Millisecond {
+		t.Errorf("held earlier in the window: held at %v full %v, retry after %v", sent.Sub(recent.heldAt), recent.heldFull, b.Verdicts[3].Res.RetryAfter)
 	}
-	if d := b.verdicts[2].res.RetryAfter; d > probeFullSlot || d < time.Millisecond {
+	if d := b.Verdicts[2].Res.RetryAfter; d > probeFullSlot || d < time.Millisecond {
 		t.Errorf("retry after %v, want within (0, %v]", d, probeFullSlot)
 	}
-	failed := batchReply{err: context.Canceled, verdicts: []verdict{{held: true}}}
+	failed := Reply{Err: context.Canceled, Verdicts: []Verdict{{Held: true}}}
 	q := &request{blocking: true}
 	noteHolds([]*request{q}, &failed, sent, 1)
 	if !q.heldAt.IsZero() {

@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"math"
@@ -17,8 +17,8 @@ const (
 	// SetRate or Delete in progress and no demand for a second are dropped.
 	// It is not a hard bound: lanes in use are kept.
 	maxLeaseLanes = 4096
-	// shareScale is Share's unit in lease.lua: millionths.
-	shareScale = 1_000_000
+	// ShareScale is Share's unit in lease.lua: millionths.
+	ShareScale = 1_000_000
 	// minLeaseInterval is the shortest interval a limiter is leased at: a
 	// lease is handed out for at most a quarter of it.
 	minLeaseInterval = 4 * time.Millisecond
@@ -29,10 +29,10 @@ type leasing struct {
 	opts   LeaseOptions
 	share  int64       // opts.Share in millionths, as lease.lua takes it
 	closed atomic.Bool // Close was called: no new lease
-	m      sync.Map    // config key -> *leaseLane
+	m      sync.Map    // lane key -> *leaseLane
 	n      atomic.Int64
 	swept  atomic.Int64 // when the lanes were last swept, unix ns
-	work   leaseWork    // lease calls and returns in flight (lease_return.go)
+	work   leaseWork    // lease calls and returns in flight (leasereturn.go)
 }
 
 // leaseLane is one limiter's lease state in one Client. Lease calls of a
@@ -40,7 +40,7 @@ type leasing struct {
 // in flight.
 type leaseLane struct {
 	mu   sync.Mutex
-	lim  *Limiter
+	lim  Limiter
 	cur  *lease // the live lease; nil when none
 	dead bool   // swept: make a new lane
 	// gen counts this Client's SetRate, UpdateRate and Delete of the
@@ -92,12 +92,12 @@ type lease struct {
 }
 
 func newLeasing(o LeaseOptions) *leasing {
-	return &leasing{opts: o, share: int64(math.Round(o.Share * shareScale))}
+	return &leasing{opts: o, share: int64(math.Round(o.Share * ShareScale))}
 }
 
 // lane returns the lease state of lim, making it if needed, locked.
-func (ls *leasing) lane(lim *Limiter) *leaseLane {
-	key := lim.keys.Config
+func (ls *leasing) lane(lim Limiter) *leaseLane {
+	key := lim.LaneKey()
 	for {
 		v, ok := ls.m.Load(key)
 		if !ok {
@@ -168,7 +168,7 @@ func (ll *leaseLane) demand(now time.Time, d time.Duration) int64 {
 // already). The hand-out's moment is the clock reading under the lock,
 // which lies within the caller's call: no permit is handed out at or after
 // the lease's deadline.
-func (ls *leasing) take(lim *Limiter, n int64, counted bool) (Result, bool) {
+func (ls *leasing) take(lim Limiter, n int64, counted bool) (Result, bool) {
 	if ls.closed.Load() {
 		return Result{}, false
 	}
@@ -210,8 +210,8 @@ func (l *lease) result(now time.Time) Result {
 // most what it handed out, and returns how many it took: Release gives
 // those back without a Redis call (the lease's record still counts them;
 // they are handed out again before the deadline or given back at its end).
-func (ls *leasing) refill(lim *Limiter, n int64) int64 {
-	if _, ok := ls.m.Load(lim.keys.Config); !ok {
+func (ls *leasing) refill(lim Limiter, n int64) int64 {
+	if _, ok := ls.m.Load(lim.LaneKey()); !ok {
 		return 0
 	}
 	ll := ls.lane(lim)
@@ -247,19 +247,19 @@ func (ll *leaseLane) plan(now time.Time, need int64, o LeaseOptions, share int64
 		// (at most a quarter of the interval) would be under 1 ms.
 		return 0, false
 	}
-	target := ll.next
-	if target == 0 {
-		target = d + d/4
+	size := ll.next
+	if size == 0 {
+		size = d + d/4
 	}
-	target = min(max(target, 2), o.MaxPermits)
-	return min(need+target, MaxPermits), true
+	size = min(max(size, 2), o.MaxPermits)
+	return min(need+size, MaxPermits), true
 }
 
 // leaseFloor is lease.lua's floor: the value below which no lease is
 // granted, rate − ⌊rate × share / 10^6⌋, in the same float64 arithmetic
 // as Lua's.
 func leaseFloor(rate, share int64) int64 {
-	return rate - int64(math.Floor(float64(rate)*float64(share)/shareScale))
+	return rate - int64(math.Floor(float64(rate)*float64(share)/ShareScale))
 }
 
 // sized sets the next lease's size from how l was used: about 1.25 × the

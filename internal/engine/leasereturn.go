@@ -1,12 +1,10 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The ends of leases (lease.go) and the return of their unused permits
@@ -111,7 +109,7 @@ func (ls *leasing) end(ll *leaseLane, l *lease, now time.Time) int64 {
 }
 
 // expire ends l at its deadline and gives back what it did not hand out.
-func (c *Client) expire(l *lease) {
+func (e *Engine) expire(l *lease) {
 	ll := l.ll
 	ll.mu.Lock()
 	if l.ended {
@@ -122,36 +120,34 @@ func (c *Client) expire(l *lease) {
 	if l.left == 0 {
 		why = LeaseExhausted
 	}
-	u := c.leases.end(ll, l, time.Now())
+	u := e.leases.end(ll, l, time.Now())
 	ll.mu.Unlock()
-	c.finish(l, u, why)
+	e.finish(l, u, why)
 }
 
 // finish completes the end of l, which end counted: it gives back the u
 // unused permits in the background, when there are some, and reports l's
 // end to Hooks.Lease.
-func (c *Client) finish(l *lease, u int64, why LeaseEnd) {
+func (e *Engine) finish(l *lease, u int64, why LeaseEnd) {
 	if u <= 0 {
-		c.leaseEnded(l, why, 0, 0, nil)
-		c.leases.work.done()
+		e.leaseEnded(l, why, 0, 0, nil)
+		e.leases.work.done()
 		return
 	}
 	go func() {
-		defer c.leases.work.done()
+		defer e.leases.work.done()
 		ctx, cancel := context.WithTimeout(context.Background(), leaseReturnTimeout)
 		defer cancel()
-		given, err := c.giveBackLease(ctx, l, u)
-		c.leaseEnded(l, why, given, u-given, err)
+		given, err := e.giveBackLease(ctx, l, u)
+		e.leaseEnded(l, why, given, u-given, err)
 	}()
 }
 
-// giveBackLease runs lease_end.lua: the idempotent return of u permits of
-// l's record. A return whose outcome is unknown (no reply: a network
-// error) is sent once more, after leaseReturnPause.
-func (c *Client) giveBackLease(ctx context.Context, l *lease, u int64) (int64, error) {
-	lim := l.ll.lim
-	var given int64
-	var err error
+// giveBackLease gives back u permits of l's record (idempotent). A
+// return whose outcome is unknown (no reply: a network error) is sent
+// once more, after leaseReturnPause.
+func (e *Engine) giveBackLease(ctx context.Context, l *lease, u int64) (int64, error) {
+	var r ReturnReply
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt > 0 {
 			t := time.NewTimer(leaseReturnPause)
@@ -159,47 +155,33 @@ func (c *Client) giveBackLease(ctx context.Context, l *lease, u int64) (int64, e
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				return 0, err
+				return 0, r.Err
 			}
 		}
-		given, err = lim.eval(ctx, scriptLeaseEnd, lim.keyList, c.stamp(), l.member, u)
-		if err == nil || ctx.Err() != nil || !unknownOutcome(err) {
+		r = l.ll.lim.ReturnLease(ctx, l.member, u)
+		if r.Err == nil || ctx.Err() != nil || !r.Unknown {
 			break
 		}
 	}
-	if given < 0 || given > u {
-		given = 0 // a reply the script cannot give: nothing counted as returned
+	if r.Given < 0 || r.Given > u {
+		r.Given = 0 // a reply the script cannot give: nothing counted as returned
 	}
-	return given, err
-}
-
-// unknownOutcome reports whether err leaves it unknown whether the script
-// ran: no reply came (a network error, a timeout).
-func unknownOutcome(err error) bool {
-	return !errors.Is(err, ErrNotInitialized) && !errors.Is(err, ErrCorruptState) &&
-		!errors.Is(err, ErrPermissionDenied) && !isRedisReply(err)
-}
-
-// isRedisReply reports whether err is an error reply from Redis: the
-// command reached it.
-func isRedisReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
+	return r.Given, r.Err
 }
 
 // leaseEnded reports l's end to Hooks.Lease.
-func (c *Client) leaseEnded(l *lease, why LeaseEnd, returned, kept int64, err error) {
-	h := c.hooks.Lease
+func (e *Engine) leaseEnded(l *lease, why LeaseEnd, returned, kept int64, err error) {
+	h := e.onLease
 	if h == nil {
 		return
 	}
 	h(LeaseEvent{
-		Limiter: l.ll.lim.name, Permits: l.total, HandedOut: l.handed, Returned: returned, Kept: kept,
+		Limiter: l.ll.lim.Name(), Permits: l.total, HandedOut: l.handed, Returned: returned, Kept: kept,
 		Stamp: time.UnixMilli(l.stamp), Held: l.endedAt.Sub(l.sentAt), End: why, Err: err,
 	})
 }
 
-// dropLease ends lim's live lease before this Client's SetRate,
+// DropLease ends lim's live lease before this Client's SetRate,
 // UpdateRate, Delete or Expire* of it (no permit of it is handed out
 // after the call), and returns a function, to run after the call, that
 // gives back its unused permits (a no-op in Redis when the call deleted the
@@ -209,12 +191,12 @@ func (c *Client) leaseEnded(l *lease, why LeaseEnd, returned, kept int64, err er
 // call may delete is handed out. The rate is forgotten: the next plan
 // learns it again. The lane is made if there is none, so that the calls in
 // between see dropping.
-func (c *Client) dropLease(r *Limiter) func() {
-	ls := c.leases
+func (e *Engine) DropLease(lim Limiter) func() {
+	ls := e.leases
 	if ls == nil {
 		return func() {}
 	}
-	ll := ls.lane(r)
+	ll := ls.lane(lim)
 	ll.dropping++
 	ll.gen++
 	ll.known = false
@@ -230,15 +212,15 @@ func (c *Client) dropLease(r *Limiter) func() {
 		u2 := ls.end(ll, l2, time.Now())
 		ll.mu.Unlock()
 		if l != nil {
-			c.finish(l, u, LeaseDropped)
+			e.finish(l, u, LeaseDropped)
 		}
 		if l2 != nil {
-			c.finish(l2, u2, LeaseDropped)
+			e.finish(l2, u2, LeaseDropped)
 		}
 	}
 }
 
-// Close ends every live lease of the Client (WithLeases) and gives back
+// Close ends every live lease of the Engine and gives back
 // their unused permits, one script call per limiter holding a lease, and
 // waits until those and every other lease call or return in flight have
 // ended, or until ctx is done. From then on the Client takes no lease:
@@ -248,8 +230,8 @@ func (c *Client) dropLease(r *Limiter) func() {
 // returns nil. It returns the returns' errors (each naming its limiter)
 // and ctx's error when ctx ended the wait, joined; permits whose return
 // failed come back when their record expires.
-func (c *Client) Close(ctx context.Context) error {
-	ls := c.leases
+func (e *Engine) Close(ctx context.Context) error {
+	ls := e.leases
 	if ls == nil {
 		return nil
 	}
@@ -269,17 +251,17 @@ func (c *Client) Close(ctx context.Context) error {
 		switch {
 		case l == nil:
 		case u == 0:
-			c.finish(l, 0, LeaseClosed)
+			e.finish(l, 0, LeaseClosed)
 		default:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer ls.work.done()
-				given, err := c.giveBackLease(ctx, l, u)
-				c.leaseEnded(l, LeaseClosed, given, u-given, err)
+				given, err := e.giveBackLease(ctx, l, u)
+				e.leaseEnded(l, LeaseClosed, given, u-given, err)
 				if err != nil {
 					mu.Lock()
-					errs = append(errs, l.ll.lim.wrap(err))
+					errs = append(errs, err)
 					mu.Unlock()
 				}
 			}()

@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
@@ -12,22 +12,22 @@ import (
 
 // direct makes one script call for n permits, returning when ctx is done
 // even while Redis stalls; permits that an abandoned call granted are
-// given back when its reply comes (Client.call).
-func direct(ctx context.Context, t acquirer, n int64, detail bool) answer {
-	form := formSingle
+// given back when its reply comes (Engine.call).
+func (e *Engine) direct(ctx context.Context, t Target, n int64, detail bool) answer {
+	form := Form{Kind: Single}
 	if detail {
-		form = formTable
+		form.Kind = Table
 	}
-	b := t.client().call(ctx, nil, t, form, []int64{n})
-	a := answer{err: b.err, roundTrip: b.roundTrip, sentAt: b.sentAt, batch: 1}
-	if b.err == nil {
-		a.v = b.verdicts[0]
+	b := e.call(ctx, nil, t, form, []int64{n})
+	a := answer{err: b.Err, roundTrip: b.RoundTrip, sentAt: b.SentAt, batch: 1}
+	if b.Err == nil {
+		a.v = b.Verdicts[0]
 	}
 	return a
 }
 
 // waitDirect is wait without combining.
-func waitDirect(ctx context.Context, p acquirer, n int64, limit time.Time, d *Decision) (bool, error) {
+func (e *Engine) waitDirect(ctx context.Context, p Target, n int64, limit time.Time, d *Outcome) (bool, error) {
 	ctxDeadline, hasDeadline := ctx.Deadline()
 	var timer *time.Timer
 	defer func() {
@@ -39,12 +39,12 @@ func waitDirect(ctx context.Context, p acquirer, n int64, limit time.Time, d *De
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		a := direct(ctx, p, n, false)
+		a := e.direct(ctx, p, n, false)
 		d.RoundTrip, d.Batch = a.roundTrip, a.batch
-		if err := firstErr(a.err, a.v.err); err != nil || a.v.res.Granted {
-			return a.v.res.Granted, err
+		if err := firstErr(a.err, a.v.Err); err != nil || a.v.Res.Granted {
+			return a.v.Res.Granted, err
 		}
-		hint := a.v.res.RetryAfter
+		hint := a.v.Res.RetryAfter
 		d.RetryAfter = hint
 		wake := time.Now().Add(hint)
 		if !limit.IsZero() && wake.After(limit) {

@@ -1,13 +1,10 @@
-package ratelimiter
+package engine
 
 import (
 	"context"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter/wire"
 )
@@ -32,7 +29,7 @@ import (
 // On a limiter whose window holds only marked records, the lane's waiters
 // wake together (one script call for all) at the head's hint, and in a
 // probe window their calls leave a permit free for a Redisson waiter
-// starved so far (fairness_probe.go).
+// starved so far (probe.go).
 
 // A census is one ZRANGE of the newest censusRecords records; a Client
 // makes one per limiter at most every censusEvery (half an interval, at
@@ -62,45 +59,8 @@ const (
 	censusTimeout = time.Second
 )
 
-// WithFairness turns fair wakes on or off (default on). When on, blocked
-// callers (Acquire, TryAcquireTimeout) of a limiter that other writers
-// (Redisson, or Go clients of versions that do not mark their records)
-// also use wake at a random delay after their hint, as docs/fairness.md
-// describes, so that Java waiters keep their share; on a limiter only
-// this library writes, waiters wake together on their hint, and in a
-// probe window (the first interval of every 6 s of the wall clock) their
-// calls leave a permit free for 110 ms, which holds back one of them
-// (every permit for 50 ms, once a minute).
-// Off: waiters always wake together on their hint, and no census is
-// read. Composites' waiters always wake on their hint. Fair wakes need
-// the waiter queue: with WithMaxBatch(1) they are off.
-func WithFairness(on bool) Option {
-	return func(c *Client) { c.unfair = !on }
-}
-
-// WithForeignWaiters states how many callers outside this library (the
-// threads of a Java service in acquire, say) wait on each limiter this
-// Client shares with them, so that fair wakes aim at an equal share per
-// waiter instead of an even split between the sides: the Client steers
-// its own blocked callers' permits per caller toward the others' permits
-// per stated waiter. A Client cannot count them itself: a JVM's threads
-// retry together, and a window holds nothing that tells one thread from
-// eight (docs/fairness.md). n must be from 0 to 65536; 0 (the default)
-// aims at an even split between this library's permits and the others'.
-// It has no effect with WithFairness(false) or WithMaxBatch(1), and none
-// on composites, whose waiters wake on their hint. An n out of range makes
-// every call fail with ErrInvalidArgument.
-func WithForeignWaiters(n int) Option {
-	return func(c *Client) {
-		if n < 0 || n > maxForeignWaiters {
-			c.err = errors.Join(c.err, invalid("foreign waiters %d out of range [0, %d]", n, maxForeignWaiters))
-			return
-		}
-		c.foreign = n
-	}
-}
-
-const maxForeignWaiters = 1 << 16
+// MaxForeignWaiters is the most WithForeignWaiters takes.
+const MaxForeignWaiters = 1 << 16
 
 // fleet is what a Client knows of the other writers of a limiter's
 // window. Guarded by lanes.mu.
@@ -160,13 +120,13 @@ func (t *tally) perInterval(now time.Time, interval time.Duration) float64 {
 
 // blocking counts a blocking call of limiter key in (+1) or out (-1), and
 // a grant of n permits to it; only with WithForeignWaiters.
-func (c *Client) blocking(key string, delta int, granted int64) {
-	if c.foreign == 0 || c.unfair {
+func (e *Engine) blocking(key string, delta int, granted int64) {
+	if e.foreign == 0 || e.unfair {
 		return
 	}
-	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
-	f := c.lanes.fleetOf(key, 0)
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
+	f := e.lanes.fleetOf(key, 0)
 	f.blocked = max(f.blocked+delta, 0)
 	if granted > 0 && f.interval > 0 {
 		f.granted.add(time.Now(), f.interval, granted)
@@ -226,17 +186,17 @@ func (f *fleet) shared(now time.Time) bool { return f != nil && now.Before(f.for
 // (true) or with the lane's waiters. It may start a census. Never past
 // q's limit or context deadline, never before wake less hintPad. Call
 // with lanes.mu held.
-func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration) (time.Time, bool) {
-	lim, ok := q.p.(*Limiter)
-	if c.unfair || c.maxBatch == 1 || !ok {
+func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration) (time.Time, bool) {
+	lim, ok := q.p.(Limiter)
+	if e.unfair || e.maxBatch == 1 || !ok {
 		return wake, false
 	}
 	now := time.Now()
-	f := c.lanes.fleetOf(l.key, interval)
+	f := e.lanes.fleetOf(l.key, interval)
 	f.refusedAt = now
 	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
-		go c.census(lim, l.key)
+		go e.census(lim, l.key)
 	}
 	at, own := wake, false
 	if f.shared(now) {
@@ -258,12 +218,12 @@ func (c *Client) refusedWake(l *lane, q *request, wake time.Time, interval time.
 // new call waits as a refused one does, so that a caller granted a
 // permit cannot take the next ones at once, one after another, before
 // the others' waiters wake. Call with lanes.mu held.
-func (c *Client) deferred(l *lane, q *request) (time.Time, bool) {
-	if c.unfair || c.maxBatch == 1 {
+func (e *Engine) deferred(l *lane, q *request) (time.Time, bool) {
+	if e.unfair || e.maxBatch == 1 {
 		return time.Time{}, false
 	}
 	now := time.Now()
-	f := c.lanes.fleets[l.key]
+	f := e.lanes.fleets[l.key]
 	if !f.shared(now) || now.Sub(f.refusedAt) > f.interval {
 		return time.Time{}, false
 	}
@@ -292,47 +252,39 @@ func censusEvery(interval time.Duration) time.Duration {
 	return max(interval/2, 250*time.Millisecond)
 }
 
-// census reads the newest records of r's window, notes whether other
+// census reads the newest records of lim's window, notes whether other
 // writers hold some and steps the spread toward an even split. A failed
 // read changes nothing.
-func (c *Client) census(r *Limiter, key string) {
-	if c.rdb == nil {
-		return
-	}
+func (e *Engine) census(lim Limiter, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), censusTimeout)
 	defer cancel()
-	pipe := c.rdb.Pipeline()
-	iv := pipe.HGet(ctx, r.keys.Config, "interval")
-	zr := pipe.ZRangeWithScores(ctx, r.keys.Permits, -censusRecords, -1)
-	_, _ = pipe.Exec(ctx)
-	ms, err := iv.Int64()
-	zs, err2 := zr.Result()
-	if err != nil || err2 != nil || ms <= 0 || len(zs) == 0 {
+	iv, zs, err := lim.Census(ctx, censusRecords)
+	if err != nil || iv <= 0 || len(zs) == 0 {
 		return
 	}
-	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
-	f := c.lanes.fleets[key]
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
+	f := e.lanes.fleets[key]
 	if f == nil {
 		return
 	}
-	f.interval = time.Duration(min(ms, int64(maxHint/time.Millisecond))) * time.Millisecond
+	f.interval = iv
 	ours, others := sides(zs, f.interval)
 	now := time.Now()
-	a, b := c.weigh(f, now, ours, others)
+	a, b := e.weigh(f, now, ours, others)
 	f.step(now, a, b)
 }
 
 // weigh returns what a census's step compares: the window's permits of
 // each side, or with WithForeignWaiters, this Client's permits granted
 // per blocked caller against the others' permits per stated waiter.
-func (c *Client) weigh(f *fleet, now time.Time, ours, others int64) (float64, float64) {
-	if c.foreign == 0 || others == 0 {
+func (e *Engine) weigh(f *fleet, now time.Time, ours, others int64) (float64, float64) {
+	if e.foreign == 0 || others == 0 {
 		return float64(ours), float64(others)
 	}
 	f.perWaiter = true
 	own := f.granted.perInterval(now, f.interval) / float64(max(f.blocked, 1))
-	return own, float64(others) / float64(c.foreign)
+	return own, float64(others) / float64(e.foreign)
 }
 
 // sides returns the permits that this library's records (marked) and the
@@ -341,7 +293,7 @@ func (c *Client) weigh(f *fleet, now time.Time, ours, others int64) (float64, fl
 // asks more permits per call, an even split of records would give it
 // that many times the other's permits. An undecodable record counts as
 // one permit of the others'.
-func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
+func sides(zs []Record, interval time.Duration) (ours, others int64) {
 	if len(zs) == 0 {
 		return 0, 0
 	}
@@ -350,8 +302,7 @@ func sides(zs []redis.Z, interval time.Duration) (ours, others int64) {
 		if z.Score <= from {
 			continue
 		}
-		s, _ := z.Member.(string)
-		m, err := wire.Decode([]byte(s))
+		m, err := wire.Decode([]byte(z.Member))
 		switch {
 		case err != nil:
 			others++
@@ -398,11 +349,11 @@ func (f *fleet) draw() time.Duration { return rand.N(f.spread) }
 
 // ownWakes reports whether l's refused waiters wait each on its own
 // (other writers share the limiter), rather than in the lane's queue.
-func (c *Client) ownWakes(l *lane) bool {
-	if c.unfair || c.maxBatch == 1 {
+func (e *Engine) ownWakes(l *lane) bool {
+	if e.unfair || e.maxBatch == 1 {
 		return false
 	}
-	c.lanes.mu.Lock()
-	defer c.lanes.mu.Unlock()
-	return c.lanes.fleets[l.key].shared(time.Now())
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
+	return e.lanes.fleets[l.key].shared(time.Now())
 }

@@ -18,7 +18,7 @@ func FuzzParseVerdicts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, single int64, raw []byte) {
 		ns := []int64{1}
 		if v, err := parseVerdicts(single, formSingle, ns); err == nil {
-			if len(v) != 1 || (!v[0].res.Granted && v[0].res.RetryAfter <= 0) {
+			if len(v) != 1 || (!v[0].Res.Granted && v[0].Res.RetryAfter <= 0) {
 				t.Fatalf("single %d: %+v", single, v)
 			}
 		}
@@ -40,10 +40,10 @@ func FuzzParseVerdicts(f *testing.F) {
 			t.Fatalf("%d verdicts for %d requests", len(v), len(ns))
 		}
 		for _, x := range v {
-			if x.err == nil && !x.res.Granted && x.res.RetryAfter <= 0 {
+			if x.Err == nil && !x.Res.Granted && x.Res.RetryAfter <= 0 {
 				t.Fatalf("refusal without a hint: %+v", x)
 			}
-			if x.res.ResetAfter < 0 || x.res.Interval < 0 || x.res.Interval > time.Duration(1<<63-1) {
+			if x.Res.ResetAfter < 0 || x.Res.Interval < 0 || x.Res.Interval > time.Duration(1<<63-1) {
 				t.Fatalf("negative duration: %+v", x)
 			}
 		}

@@ -1,4 +1,4 @@
-package ratelimiter
+package engine
 
 import (
 	"time"
@@ -47,10 +47,10 @@ const (
 	holdAll = 1<<53 - 1
 )
 
-// probeClock says whether now is in a probe window of a limiter of the
+// ProbeClock says whether now is in a probe window of a limiter of the
 // given interval, and whether that window holds all permits. Tests swap
-// it (Client.probe).
-type probeClock func(now time.Time, interval time.Duration) (in, full bool)
+// it (Options.Probe).
+type ProbeClock func(now time.Time, interval time.Duration) (in, full bool)
 
 // probeWindow is the wall clock's probe windows: the first interval, and
 // at most half, of every probeEvery; every probeFullEvery-th of them
@@ -128,11 +128,11 @@ func holdEnds(at time.Time, full bool, now time.Time) time.Time {
 // two intervals (a waiter wakes at most an interval after its refusal; no
 // hold delays a caller while permits are to spare), and fair wakes are
 // on.
-func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
-	if c.unfair || c.maxBatch == 1 {
+func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
+	if e.unfair || e.maxBatch == 1 {
 		return 0
 	}
-	if _, ok := batch[0].p.(*Limiter); !ok {
+	if _, ok := batch[0].p.(Limiter); !ok {
 		return 0
 	}
 	for _, q := range batch {
@@ -140,22 +140,18 @@ func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
 			return 0 // before the lock: most calls of a busy Client stop here
 		}
 	}
-	c.lanes.mu.Lock()
-	f := c.lanes.fleets[l.key]
+	e.lanes.mu.Lock()
+	f := e.lanes.fleets[l.key]
 	contended := f != nil && !f.shared(now) && now.Sub(f.refusedAt) <= 2*f.interval
 	var interval time.Duration
 	if f != nil {
 		interval = f.interval
 	}
-	c.lanes.mu.Unlock()
+	e.lanes.mu.Unlock()
 	if !contended {
 		return 0
 	}
-	at := c.probe
-	if at == nil {
-		at = probeWindow
-	}
-	in, full := at(now, interval)
+	in, full := e.probe(now, interval)
 	k := int64(holdAll)
 	for _, q := range batch {
 		k = min(k, holdOf(q, now, in, full))
@@ -167,21 +163,21 @@ func (c *Client) batchHold(l *lane, batch []*request, now time.Time) int64 {
 // with hold k held, when it was held in this window (and whether all
 // permits were held), and has it call again when its hold changes if
 // that comes before its hint.
-func noteHolds(batch []*request, b *batchReply, sent time.Time, k int64) {
-	if b.err != nil {
+func noteHolds(batch []*request, b *Reply, sent time.Time, k int64) {
+	if b.Err != nil {
 		return
 	}
 	now := time.Now()
 	for i, q := range batch {
-		v := &b.verdicts[i]
-		if !v.held {
+		v := &b.Verdicts[i]
+		if !v.Held {
 			continue
 		}
 		if !heldLately(q, sent) {
 			q.heldAt, q.heldFull = sent, k >= holdAll
 		}
-		if d := holdEnds(q.heldAt, q.heldFull, sent).Sub(now); d < v.res.RetryAfter {
-			v.res.RetryAfter = max(d, time.Millisecond)
+		if d := holdEnds(q.heldAt, q.heldFull, sent).Sub(now); d < v.Res.RetryAfter {
+			v.Res.RetryAfter = max(d, time.Millisecond)
 		}
 	}
 }

@@ -1,0 +1,191 @@
+// Package engine decides acquisitions above the script call: the lanes
+// that combine concurrent callers of one limiter into one script call,
+// the FIFO of blocked callers and its timer, the uncombined path, local
+// refusals, fair wakes beside other writers with their census and probe
+// windows, and leased permits. It never talks to Redis itself: every
+// Redis call goes through a Target (one script call per Decide), so the
+// engine is tested against a fake Target with an injected clock. It never
+// imports the root package; the root turns its verdicts into Results and
+// Decisions.
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/goredisson/ratelimiter/wire"
+)
+
+// MaxPermits is the most permits one request or record holds.
+const MaxPermits = wire.MaxPermits
+
+// Result is the engine's view of one acquisition's outcome; the root's
+// ratelimiter.Result has the same fields and meanings.
+type Result struct {
+	Granted    bool
+	Limit      int64
+	Interval   time.Duration
+	Remaining  int64
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+	Part       int
+	Parts      []PartResult
+}
+
+// PartResult is one composite part's side of a Result (the root's
+// ratelimiter.PartResult).
+type PartResult struct {
+	Permits    int64
+	Limit      int64
+	Interval   time.Duration
+	Remaining  int64
+	Short      bool
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+}
+
+// Verdict is one script call's decision on one request of a batch.
+type Verdict struct {
+	Res  Result
+	Err  error // an error for this request only (ErrPermitsExceedRate)
+	Held bool  // refused only to hold permits free (a probe window's hold)
+}
+
+// Reply is what one script call decided: a Verdict per request, or Err
+// for all of them.
+type Reply struct {
+	Verdicts  []Verdict
+	Err       error // for every request: Redis, config or state errors
+	RoundTrip time.Duration
+	SentAt    time.Time // the Engine's clock when the deciding call was sent; zero: not known
+}
+
+// interval returns the limiter's interval from r's verdicts, 0 when none
+// says.
+func (r Reply) interval() time.Duration {
+	for _, v := range r.Verdicts {
+		if v.Res.Interval > 0 {
+			return v.Res.Interval
+		}
+	}
+	return 0
+}
+
+// Kind is the reply form a script call is asked for.
+type Kind uint8
+
+const (
+	// Single: one request, granted or refused with a hint, no other field.
+	Single Kind = iota
+	// Table: every field of Result for each request, decided in order.
+	Table
+	// Strict: Table, and no grant after the first refusal (queued waiters).
+	Strict
+)
+
+// Form is how a script call decides its batch: its Kind and, for Table
+// and Strict, a hold: a request is granted only while Hold permits stay
+// free after it (a probe window), and one refused for that alone is Held.
+type Form struct {
+	Kind Kind
+	Hold int64
+}
+
+// Target is what a lane's script calls act on: one limiter or several at
+// once (a composite). The root implements it over the Lua scripts.
+type Target interface {
+	// LaneKey names the Target's lane; targets with equal keys share one.
+	LaneKey() string
+	// Decide makes one script call for the permits ns, in order, and
+	// returns a verdict for each (or an error for all). With Kind Single,
+	// len(ns) is 1.
+	Decide(ctx context.Context, form Form, ns []int64) Reply
+	// GiveBack gives n permits back in Redis (one script call): permits
+	// granted to callers that had gone, or the rest of Engine.Release.
+	GiveBack(ctx context.Context, n int64) error
+	// MaxWeight is the most permits one asked permit takes from a part
+	// (a weighted composite's largest weight; 1 otherwise).
+	MaxWeight() int64
+}
+
+// Limiter is a Target that is one limiter: fair wakes read its window
+// (Census) and leases are taken of it. A composite is not one.
+type Limiter interface {
+	Target
+	// Name is the limiter's name, for lease events.
+	Name() string
+	// Census reads the limiter's interval and its window's newest records
+	// (at most max, in score order).
+	Census(ctx context.Context, max int) (time.Duration, []Record, error)
+	// Lease makes one lease call (lua/lease.lua).
+	Lease(ctx context.Context, call LeaseCall) LeaseReply
+	// ReturnLease gives back u unused permits of the lease record member
+	// (lua/lease_end.lua, idempotent) and returns how many it gave back.
+	ReturnLease(ctx context.Context, member []byte, u int64) ReturnReply
+}
+
+// Record is one permit record of a census.
+type Record struct {
+	Score  float64
+	Member string
+}
+
+// Options configure an Engine; the root sets them from its options.
+type Options struct {
+	// MaxBatch is the most requests of one lane one script call decides;
+	// 1: no combining (every acquisition its own call, every waiter on its
+	// own timer).
+	MaxBatch int
+	// Unfair turns fair wakes off.
+	Unfair bool
+	// Foreign is WithForeignWaiters' count; 0: an even split.
+	Foreign int
+	// NoLocal turns local refusals off.
+	NoLocal bool
+	// Clock is the Client's clock (local refusals and the sent time of
+	// calls). nil: time.Now.
+	Clock func() time.Time
+	// Probe says whether now is in a probe window; nil: the wall clock's.
+	Probe ProbeClock
+	// Leases turns leased permits on; nil: off.
+	Leases *LeaseOptions
+	// OnLease reports every lease when it has ended; may be nil.
+	OnLease func(LeaseEvent)
+}
+
+// Engine is the combining state of one Client. It is safe for concurrent
+// use.
+type Engine struct {
+	maxBatch int
+	unfair   bool
+	foreign  int
+	noLocal  bool
+	clock    func() time.Time
+	probe    ProbeClock
+	onLease  func(LeaseEvent)
+	refusals refusals
+	lanes    lanes
+	leases   *leasing // nil: off
+}
+
+// New returns an Engine with o.
+func New(o Options) *Engine {
+	e := &Engine{maxBatch: o.MaxBatch, unfair: o.Unfair, foreign: o.Foreign, noLocal: o.NoLocal,
+		clock: o.Clock, probe: o.Probe, onLease: o.OnLease}
+	if e.maxBatch < 1 {
+		e.maxBatch = 1
+	}
+	if e.clock == nil {
+		e.clock = time.Now
+	}
+	if e.probe == nil {
+		e.probe = probeWindow
+	}
+	if o.Leases != nil {
+		e.leases = newLeasing(*o.Leases)
+	}
+	return e
+}
+
+// Leasing reports whether leases are on.
+func (e *Engine) Leasing() bool { return e.leases != nil }

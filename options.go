@@ -1,0 +1,242 @@
+package ratelimiter
+
+import (
+	"errors"
+	"time"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
+)
+
+// Every option of NewClient, in one place. Each states its default.
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithClientID sets the client id used for PER_CLIENT keys instead of a new
+// random UUID. Give the same id to a restarted process that must keep its
+// PER_CLIENT budget; it must not be empty.
+func WithClientID(id string) Option {
+	return func(c *Client) {
+		if id == "" {
+			c.err = errors.Join(c.err, invalid("empty client id"))
+		}
+		c.id = id
+	}
+}
+
+// WithNameMapper maps every limiter name before the keys are derived from
+// it, like Redisson's NameMapper (for example to add a prefix). Java and
+// Go must use the same mapping to share limiters. A nil mapper is an error.
+func WithNameMapper(m func(string) string) Option {
+	return func(c *Client) {
+		if m == nil {
+			c.err = errors.Join(c.err, invalid("nil name mapper"))
+		}
+		c.mapName = m
+	}
+}
+
+// WithMemberFormat sets the permit record format this client writes; the
+// default is FormatBc0I (Redisson 3.21.0 and later). Records of every
+// format are read whatever this is set to.
+func WithMemberFormat(f MemberFormat) Option {
+	return func(c *Client) {
+		if !f.Valid() {
+			c.err = errors.Join(c.err, invalid("unknown member format %d", int(f)))
+		}
+		c.format = f
+	}
+}
+
+// WithClock sets the Client's clock; the default is time.Now. With
+// WithServerClock(false) its reading, in epoch milliseconds, stamps
+// permit records and decides which have expired, as Redisson trusts each
+// client's clock (the clocks of a fleet must then agree); with the
+// server's clock (the default) it times only local refusals and the
+// clock check. Waiting in Acquire always uses real time. now must be
+// safe for concurrent use: script calls read it from the goroutines that
+// run them, and the clock check (WithClockCheck) from its own.
+func WithClock(now func() time.Time) Option {
+	return func(c *Client) {
+		if now == nil {
+			c.err = errors.Join(c.err, invalid("nil clock"))
+		}
+		c.clock = now
+	}
+}
+
+// WithServerClock chooses the clock that stamps this Client's permit
+// records and decides which have expired. On (the default), the scripts
+// read the server's clock (Redis TIME) when they run: a stall between the
+// call and the script cannot make a stamp stale, and the clocks of the Go
+// fleet need not agree. Off, they use the Client's clock (WithClock), as
+// Redisson does; a grant is then never stamped before the newest record
+// of the window (unless that one is more than an interval ahead), so
+// that a call held by a stall does not free its permits before those of
+// calls that ran first, at one more Redis read per grant. Redisson stamps
+// with its own clock whatever this option says: docs/differences.md
+// states the bound its offset sets.
+func WithServerClock(on bool) Option {
+	return func(c *Client) { c.clientClock = !on }
+}
+
+// WithClockCheck sets how often the Client measures its clock against
+// Redis in the background after its first acquisition: 0 means
+// DefaultClockCheck (5 minutes); a negative value turns the automatic
+// measurement off (MeasureClock still measures).
+func WithClockCheck(every time.Duration) Option {
+	return func(c *Client) { c.skew.every = every }
+}
+
+// defaultMaxBatch is WithMaxBatch's default.
+const defaultMaxBatch = 128
+
+// WithMaxBatch sets the most acquisitions of one limiter that one script
+// call decides (combining, docs/combining.md). Concurrent acquisitions of
+// a limiter through one Client share script calls: one that finds no call
+// in flight is sent at once; those that arrive meanwhile are sent
+// together in the next call, in arrival order, and blocked callers wait in
+// one queue per limiter. Combining cuts Redis work and memory per grant
+// under load (one permit record per call instead of one per acquisition);
+// a larger batch makes a longer script call, which delays every other
+// command on that Redis for its duration. 1 turns combining off: every
+// acquisition is its own script call and every blocked caller sleeps on
+// its own timer, as Redisson does. 0 means the default, 128; n must be
+// from 0 to 4096.
+func WithMaxBatch(n int) Option {
+	return func(c *Client) {
+		switch {
+		case n < 0 || n > 4096:
+			c.err = errors.Join(c.err, invalid("max batch %d out of range [0, 4096]", n))
+		case n == 0:
+			c.maxBatch = defaultMaxBatch
+		default:
+			c.maxBatch = n
+		}
+	}
+}
+
+// WithFairness turns fair wakes on or off (default on). When on, blocked
+// callers (Acquire, TryAcquireTimeout) of a limiter that other writers
+// (Redisson, or Go clients of versions that do not mark their records)
+// also use wake at a random delay after their hint, as docs/fairness.md
+// describes, so that Java waiters keep their share; on a limiter only
+// this library writes, waiters wake together on their hint, and in a
+// probe window (the first interval of every 6 s of the wall clock) their
+// calls leave a permit free for 110 ms, which holds back one of them
+// (every permit for 50 ms, once a minute).
+// Off: waiters always wake together on their hint, and no census is
+// read. Composites' waiters always wake on their hint. Fair wakes need
+// the waiter queue: with WithMaxBatch(1) they are off.
+func WithFairness(on bool) Option {
+	return func(c *Client) { c.unfair = !on }
+}
+
+// WithForeignWaiters states how many callers outside this library (the
+// threads of a Java service in acquire, say) wait on each limiter this
+// Client shares with them, so that fair wakes aim at an equal share per
+// waiter instead of an even split between the sides: the Client steers
+// its own blocked callers' permits per caller toward the others' permits
+// per stated waiter. A Client cannot count them itself: a JVM's threads
+// retry together, and a window holds nothing that tells one thread from
+// eight (docs/fairness.md). n must be from 0 to 65536; 0 (the default)
+// aims at an even split between this library's permits and the others'.
+// It has no effect with WithFairness(false) or WithMaxBatch(1), and none
+// on composites, whose waiters wake on their hint. An n out of range makes
+// every call fail with ErrInvalidArgument.
+func WithForeignWaiters(n int) Option {
+	return func(c *Client) {
+		if n < 0 || n > engine.MaxForeignWaiters {
+			c.err = errors.Join(c.err, invalid("foreign waiters %d out of range [0, %d]", n, engine.MaxForeignWaiters))
+			return
+		}
+		c.foreign = n
+	}
+}
+
+// WithLocalRefusals turns local refusals on (the default) or off. When
+// on, after Redis refuses a call of a limiter with a wait hint, this
+// Client refuses the non-blocking calls (Allow, TryAcquire) of that
+// limiter that ask for as many permits until the hint, counted from when
+// the refused call was sent, has passed, without a Redis call; the
+// Decision of such a call has Local set, and its Result is the refusal's
+// with RetryAfter and ResetAfter counted down. This Client's own Release,
+// SetRate, UpdateRate, TrySetRate and Delete end them at once; other
+// clients' releases and rate changes are seen when the hint ends.
+//
+// default: on.
+func WithLocalRefusals(on bool) Option {
+	return func(c *Client) { c.noLocal = !on }
+}
+
+// WithLeases turns leased permits on, configured by o (see LeaseOptions;
+// the zero value takes the defaults). A Client with leases hands out
+// permits of a limiter that Redis granted to it in one block, without a
+// Redis call per acquisition, while its callers ask that limiter steadily
+// and the limiter is far from its rate; Decision.Leased marks such grants
+// and Hooks.Lease reports each lease when it ends. Off by default.
+// Composites never lease. Leases need combining and the server's clock:
+// with WithMaxBatch(1) or WithServerClock(false), as with an option out of
+// range, Client.Err and every call of the Client return an error matching
+// ErrInvalidArgument, and nothing is sent to Redis. Call Client.Close
+// before the process exits to give back the unused permits at once
+// (otherwise they come back when their record expires, one interval after
+// the lease).
+func WithLeases(o LeaseOptions) Option {
+	return func(c *Client) {
+		o, err := o.withDefaults()
+		if err != nil {
+			c.err = errors.Join(c.err, err)
+			return
+		}
+		eo := engine.LeaseOptions(o)
+		c.leaseOpts = &eo
+	}
+}
+
+// WithReplicaAck makes every acquisition wait until at least replicas
+// replicas of the limiter's master have acknowledged it (Redis's WAIT, sent
+// on the same connection right after the script, in the same round trip)
+// before it reports success; it waits at most timeout, and never past the
+// context's deadline. Without it an acquisition is reported as soon as the
+// master has applied it, and Redis replicates asynchronously: a master
+// that crashes may take the last grants with it, and the replica that
+// takes over grants those permits again.
+//
+// When fewer replicas acknowledge in time, the acquisition fails with a
+// *ReplicaAckError (errors.Is(err, ErrReplicaAck)): see there for why the
+// permits stay taken and how to accept such a grant anyway. Only
+// acquisitions wait; SetRate, Release and the rest do not. Denied
+// acquisitions are not affected, except that the WAIT they also send
+// costs up to timeout while replicas are missing.
+//
+// Redis checks WAIT timeouts on its server tick, so a WAIT can end up to
+// 1/hz (100 ms at the default hz 10) after its timeout; for calls to end by
+// their context's deadline even then, make the go-redis client with
+// ContextTimeoutEnabled.
+//
+// replicas must be at least 1 and timeout at least 1 ms. With Redis
+// Cluster, each master must have that many replicas (a shard that lost its
+// only replica fails every acquisition until a replica is back); with
+// Sentinel, count the replicas of the master. The option works with
+// *redis.Client, a failover client and *redis.ClusterClient, not with
+// redis.Ring.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *Client) {
+		if replicas < 1 {
+			c.err = errors.Join(c.err, invalid("replica ack count %d must be at least 1", replicas))
+			return
+		}
+		if timeout < time.Millisecond {
+			c.err = errors.Join(c.err, invalid("replica ack timeout %v must be at least 1ms", timeout))
+			return
+		}
+		c.ack = replicaAck{replicas: replicas, timeout: timeout}
+	}
+}
+
+// WithHooks installs h on the Client. A later WithHooks replaces an
+// earlier one. The default is no hooks, which costs nothing.
+func WithHooks(h Hooks) Option {
+	return func(c *Client) { c.hooks = h }
+}
