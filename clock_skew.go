@@ -2,13 +2,11 @@ package ratelimiter
 
 import (
 	"context"
-	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 // Clock skew. Redisson stamps permit records with its JVM's clock and
@@ -171,45 +169,6 @@ func (c *Client) takeSkew(ctx context.Context) ClockSkew {
 	if c.err != nil {
 		return ClockSkew{Err: c.err}
 	}
-	interval, err := bounded(ctx, func() (time.Duration, error) { return c.shortestInterval(ctx) })
-	if err != nil {
-		return ClockSkew{Err: c.result(err)}
-	}
-	m, err := bounded(ctx, func() (ClockSkew, error) { return c.sampleTime(ctx) })
-	if err != nil {
-		return ClockSkew{Err: c.result(err)}
-	}
-	m.Interval = interval
-	m.Large = interval > 0 && m.Offset.Abs() >= interval/LargeSkewFraction
-	return m
-}
-
-// sampleTime asks Redis for TIME skewSamples times and keeps the fastest
-// round trip.
-func (c *Client) sampleTime(ctx context.Context) (ClockSkew, error) {
-	var best ClockSkew
-	bestRTT := time.Duration(-1)
-	for i := 0; i < skewSamples; i++ {
-		start, c0 := time.Now(), c.clock()
-		server, err := c.rdb.Time(ctx).Result()
-		rtt, c1 := time.Since(start), c.clock()
-		if err != nil {
-			return ClockSkew{}, err
-		}
-		if bestRTT >= 0 && rtt >= bestRTT {
-			continue
-		}
-		mid := c0.Add(c1.Sub(c0) / 2)
-		bestRTT = rtt
-		best = ClockSkew{Offset: mid.Sub(server), Uncertainty: rtt / 2, At: mid}
-	}
-	return best, nil
-}
-
-// shortestInterval reads the interval field of every limiter name
-// remembered, in one pipeline, and returns the shortest; 0 when none is
-// configured.
-func (c *Client) shortestInterval(ctx context.Context) (time.Duration, error) {
 	var keys []string
 	c.skew.names.Range(func(k, _ any) bool {
 		name := k.(string)
@@ -219,31 +178,15 @@ func (c *Client) shortestInterval(ctx context.Context) (time.Duration, error) {
 		keys = append(keys, name)
 		return true
 	})
-	if len(keys) == 0 {
-		return 0, nil
+	interval, err := script.Bounded(ctx, func() (time.Duration, error) { return c.conn.ShortestInterval(ctx, keys) })
+	if err != nil {
+		return ClockSkew{Err: c.conn.Result(err)}
 	}
-	pipe := c.rdb.Pipeline()
-	for _, k := range keys {
-		pipe.HGet(ctx, k, "interval")
+	t, err := script.Bounded(ctx, func() (script.TimeSample, error) { return c.conn.SampleTime(ctx, skewSamples) })
+	if err != nil {
+		return ClockSkew{Err: c.conn.Result(err)}
 	}
-	cmds, err := pipe.Exec(ctx)
-	var reply redis.Error
-	if err != nil && !errors.As(err, &reply) {
-		return 0, err // not a reply (redis.Nil is one): Redis was not reached
-	}
-	var shortest time.Duration
-	for _, cmd := range cmds {
-		s, err := cmd.(interface{ Result() (string, error) }).Result()
-		if err != nil {
-			continue // absent, or not a string: not a limiter now
-		}
-		ms, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || ms < 1 || ms > int64(maxHint/time.Millisecond) {
-			continue
-		}
-		if d := time.Duration(ms) * time.Millisecond; shortest == 0 || d < shortest {
-			shortest = d
-		}
-	}
-	return shortest, nil
+	m := ClockSkew{Offset: t.Offset, Uncertainty: t.Uncertainty, At: t.At, Interval: interval}
+	m.Large = interval > 0 && m.Offset.Abs() >= interval/LargeSkewFraction
+	return m
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/internal/script"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -38,14 +40,13 @@ type Composite struct {
 	// weight (indices into parts, in order), their keys and weights as
 	// the script gets them. Without Weighted, every part with weight 1.
 	weights []int64 // nil: 1 from every part
-	// weighted: a weight is not 1 (Result's Remaining is then the binding
-	// part's, not the fewest among parts that count different things).
-	weighted bool
-	on       []int
-	onKeys   []string
-	onArgs   []any
-	maxW     int64
-	order    []int // parts' indices sorted by config key (the lane's order)
+	// sp holds the parts with a weight (indices into parts, in order),
+	// their keys and weights as the script gets them, and whether a
+	// weight is not 1 (Result's Remaining is then the binding part's, not
+	// the fewest among parts that count different things).
+	sp    script.Parts
+	maxW  int64
+	order []int // parts' indices sorted by config key (the lane's order)
 }
 
 // All returns the composite of the limiters called names, in that order.
@@ -84,7 +85,7 @@ func (c *Client) All(names ...string) *Composite {
 			c.ring && wire.HashTag(r.keys.Config) != wire.HashTag(first.keys.Config) {
 			a.err = errors.Join(a.err, fmt.Errorf("%w: limiters %q and %q", ErrCrossSlot, first.name, name))
 		}
-		a.keys = append(a.keys, r.keyList...)
+		a.keys = append(a.keys, r.sk.All...)
 		lane = append(lane, strconv.Quote(r.keys.Config))
 	}
 	// Composites of the same set share a lane whatever the order of names.
@@ -98,10 +99,10 @@ func (c *Client) All(names ...string) *Composite {
 	slices.Sort(lane)
 	a.lane = "*" + strings.Join(lane, ",")
 	for i := range a.parts {
-		a.on = append(a.on, i)
-		a.onArgs = append(a.onArgs, int64(1))
+		a.sp.On = append(a.sp.On, i)
+		a.sp.Weights = append(a.sp.Weights, int64(1))
 	}
-	a.onKeys = a.keys
+	a.sp.Keys, a.sp.N = a.keys, len(a.parts)
 	return a
 }
 
@@ -138,7 +139,7 @@ func (c *Client) All(names ...string) *Composite {
 func (a *Composite) Weighted(weights ...int64) *Composite {
 	b := *a
 	b.weights = slices.Clone(weights)
-	b.on, b.onKeys, b.onArgs, b.maxW = nil, nil, nil, 1
+	b.sp.On, b.sp.Keys, b.sp.Weights, b.maxW = nil, nil, nil, 1
 	if len(weights) != len(a.parts) {
 		b.err = errors.Join(b.err, fmt.Errorf("%w: %d weights for %d parts", ErrInvalidWeights, len(weights), len(a.parts)))
 		return &b
@@ -149,23 +150,23 @@ func (a *Composite) Weighted(weights ...int64) *Composite {
 		case w < 0 || w > MaxPermits:
 			bad = errors.Join(bad, fmt.Errorf("%w: weight %d of part %q out of range [0, %d]", ErrInvalidWeights, w, a.names[i], int64(MaxPermits)))
 		case w > 0:
-			b.on = append(b.on, i)
-			b.onArgs = append(b.onArgs, w)
+			b.sp.On = append(b.sp.On, i)
+			b.sp.Weights = append(b.sp.Weights, w)
 			b.maxW = max(b.maxW, w)
 			if a.err == nil {
-				b.onKeys = append(b.onKeys, a.parts[i].keyList...)
+				b.sp.Keys = append(b.sp.Keys, a.parts[i].sk.All...)
 			}
 		}
 	}
-	if bad == nil && len(b.on) == 0 {
+	if bad == nil && len(b.sp.On) == 0 {
 		bad = fmt.Errorf("%w: every weight is 0", ErrInvalidWeights)
 	}
 	if bad != nil {
 		b.err = errors.Join(b.err, bad)
 		return &b
 	}
-	b.weighted = slices.ContainsFunc(weights, func(w int64) bool { return w != 1 })
-	if b.err == nil && b.weighted {
+	b.sp.Weighted = slices.ContainsFunc(weights, func(w int64) bool { return w != 1 })
+	if b.err == nil && b.sp.Weighted {
 		// The lane names the weights too: requests of one lane are decided
 		// with one set of weights (the first request's target).
 		ws := make([]string, len(b.order))
@@ -274,21 +275,29 @@ func (a *Composite) maxWeight() int64 { return a.maxW }
 // to the parts, in one script call.
 func (t *compositeTarget) GiveBack(ctx context.Context, n int64) error {
 	a := (*Composite)(t)
-	args := make([]any, 0, 1+len(a.on))
-	args = append(args, a.c.stamp())
-	for _, w := range a.onArgs {
-		args = append(args, n*w.(int64))
+	return a.named(a.partErr(a.c.conn.ReleaseAll(ctx, &a.sp, n)))
+}
+
+// Decide runs the composite's acquire script (lua/acquire_all.lua) once
+// for the permits ns, in order, and returns one verdict for each; errors
+// of one part name it.
+func (t *compositeTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
+	a := (*Composite)(t)
+	b := a.c.conn.AcquireAll(ctx, &a.sp, f, ns)
+	b.Err = a.partErr(b.Err)
+	for i := range b.Verdicts {
+		b.Verdicts[i].Err = a.partErr(b.Verdicts[i].Err)
 	}
-	_, err := bounded(ctx, func() (any, error) {
-		if err := a.c.permitted(ctx, a.onKeys[:5], "Release", needRelease); err != nil {
-			return nil, err
-		}
-		return scriptReleaseAll.Run(ctx, a.c.rdb, a.onKeys, args...).Result()
-	})
-	if err != nil {
-		err = a.scriptError(err)
+	return b
+}
+
+// partErr names the part in a *script.PartError; other errors stay.
+func (a *Composite) partErr(err error) error {
+	var pe *script.PartError
+	if err != nil && errors.As(err, &pe) {
+		return a.parts[pe.Part].wrap(pe.Err)
 	}
-	return a.named(err)
+	return err
 }
 
 // Release gives back n permits to every part now, or with Weighted n ×

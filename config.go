@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goredisson/ratelimiter/internal/script"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -88,9 +89,9 @@ func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 	if err := r.check(cfg.Validate()); err != nil {
 		return false, err
 	}
-	full := r.c.evicting(ctx, cfg.KeepAlive > 0)
+	full := r.c.conn.Evicting(ctx, cfg.KeepAlive > 0)
 	held := min(cfg.Rate, MaxPermits)
-	set, err := r.eval(ctx, scriptTrySetRate, r.keyList,
+	set, err := r.eval(ctx, script.TrySetRate, r.sk.All,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
 		flag(full), r.c.stamp(), wire.New(r.c.format, r.c.tag, uint32(held)), cfg.Rate-held)
 	return set == 1, err
@@ -132,7 +133,7 @@ func (r *Limiter) setRate(ctx context.Context, cfg Config, mustExist bool, opts 
 	for _, opt := range opts {
 		keepState = keepState || opt.keepState
 	}
-	done, err := r.eval(ctx, scriptSetRate, r.keyList,
+	done, err := r.eval(ctx, script.SetRate, r.sk.All,
 		cfg.Rate, cfg.Interval.Milliseconds(), int(cfg.Mode), cfg.KeepAlive.Milliseconds(),
 		flag(mustExist), flag(keepState), r.c.stamp())
 	return done == 1, err
@@ -158,7 +159,7 @@ func (r *Limiter) Config(ctx context.Context) (Config, error) {
 	if err := r.check(nil); err != nil {
 		return Config{}, err
 	}
-	h, err := bounded(ctx, func() (map[string]string, error) {
+	h, err := script.Bounded(ctx, func() (map[string]string, error) {
 		return r.c.rdb.HGetAll(ctx, r.keys.Config).Result()
 	})
 	if err != nil {

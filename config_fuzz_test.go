@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 var digitsOnly = regexp.MustCompile(`^[0-9]+$`)
@@ -93,7 +95,7 @@ func TestMaxFieldMsMatchesScripts(t *testing.T) {
 		t.Fatalf("maxFieldMs %d", maxFieldMs)
 	}
 	want := regexp.MustCompile(`MAXMS = ` + strconv.FormatInt(maxFieldMs, 10) + `\b|MAX, MAXMS = 9007199254740991, ` + strconv.FormatInt(maxFieldMs, 10) + `\b`)
-	for name, src := range map[string]string{"lib.lua": luaLib, "acquire.lua": luaAcquire, "acquire_all.lua": luaAcquireAll} {
+	for name, src := range script.Sources {
 		if !want.MatchString(src) {
 			t.Errorf("%s does not set MAXMS to %d", name, maxFieldMs)
 		}

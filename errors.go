@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 var (
@@ -14,16 +14,16 @@ var (
 	// (acquire, release, available permits) when its config hash is missing
 	// or lacks rate, interval or type. Redisson's message for this case is
 	// "RateLimiter is not initialized".
-	ErrNotInitialized = errors.New("ratelimiter: RateLimiter is not initialized")
+	ErrNotInitialized = script.ErrNotInitialized
 
 	// ErrPermitsExceedRate is returned when a single call asks for more
 	// permits than the limiter's rate: such a call could never be granted.
-	ErrPermitsExceedRate = errors.New("ratelimiter: requested permits amount cannot exceed defined rate")
+	ErrPermitsExceedRate = script.ErrPermitsExceedRate
 
 	// ErrInvalidArgument is returned, before anything is sent to Redis, for
 	// an argument outside its documented range. The error text names the
 	// argument and the value.
-	ErrInvalidArgument = errors.New("ratelimiter: invalid argument")
+	ErrInvalidArgument = script.ErrInvalidArgument
 
 	// ErrCrossSlot is returned on a Redis Cluster client for a limiter name
 	// whose five keys would not share one hash slot (such as "a{b"). It
@@ -42,78 +42,43 @@ var (
 	// permit record too short to hold a count. The call changed nothing.
 	// Redis's own refusals (OOM, READONLY, NOPERM, ...) are not this: they
 	// come back as the redis.Error that Redis sent.
-	ErrCorruptState = errors.New("ratelimiter: unexpected limiter state in Redis")
+	ErrCorruptState = script.ErrCorruptState
+
+	// ErrPermissionDenied is returned, before the call's script runs, when
+	// the Redis user may not run a command that the call's script needs
+	// after its first write; the error text names the commands. Redis does
+	// not roll a script back, so such a call would have left the limiter
+	// half-written. An ACL refusal that still reaches a script (the ACL
+	// changed after the check) matches this error too, and errors.As finds
+	// the redis.Error.
+	ErrPermissionDenied = script.ErrPermissionDenied
+
+	// ErrReplicaAck is matched (errors.Is) by the error of an acquisition
+	// (TryAcquire, TryAcquireTimeout, Acquire, Allow) on a Client made with
+	// WithReplicaAck that Redis granted but that fewer replicas than asked
+	// for acknowledged within the timeout; the call reports it with a false
+	// grant, and the error text says how many replicas acknowledged.
+	//
+	// The permits HAVE been taken on the master: they count against the
+	// limit until their interval ends, and they are not given back. The
+	// call reports them as not granted because the grant may not survive a
+	// failover: if the master crashes now, a replica without the write can
+	// take over, forget it, and grant the same permits again. Failing
+	// closed keeps the limit at the cost of availability: while a master
+	// has fewer replicas than asked for, every acquisition waits the
+	// timeout and fails. A caller that prefers availability may treat the
+	// error as a grant:
+	//
+	//	ok, err := lim.TryAcquire(ctx, 1)
+	//	if errors.Is(err, ratelimiter.ErrReplicaAck) {
+	//		ok, err = true, nil // granted by the master, not yet durable
+	//	}
+	//
+	// A blocking Acquire returns the error at once and does not wait again.
+	ErrReplicaAck = script.ErrReplicaAck
 )
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
-}
-
-// scriptError maps the prefixed errors that the scripts raise, and Redis's
-// own WRONGTYPE, to the sentinel errors. Anything else (network, cluster,
-// OOM, READONLY, NOPERM, raised inside a script or not) is returned
-// unchanged, so that callers can inspect the redis.Error.
-func scriptError(err error) error {
-	err = innerScriptError(err)
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
-		return err
-	}
-	msg := rerr.Error()
-	// Redis appends " script: <sha>, on @user_script:<line>." to errors
-	// raised inside a script.
-	if i := strings.Index(msg, " script: "); i >= 0 {
-		msg = msg[:i]
-	}
-	code, text, _ := strings.Cut(msg, " ")
-	switch code {
-	case "RLNOTINIT":
-		return ErrNotInitialized
-	case "RLEXCEED":
-		return ErrPermitsExceedRate
-	case "RLSTATE":
-		return fmt.Errorf("%w: %s", ErrCorruptState, text)
-	case "WRONGTYPE":
-		return fmt.Errorf("%w: %s", ErrCorruptState, msg)
-	}
-	return err
-}
-
-// scriptRaised is an error a command raised inside a script, as Redis 7
-// and Valkey report it; innerScriptError makes it from Redis 6.2's words.
-type scriptRaised string
-
-func (e scriptRaised) Error() string { return string(e) }
-
-// RedisError marks scriptRaised as an error reply of the server.
-func (scriptRaised) RedisError() {}
-
-// innerScriptError returns the error that a command raised inside a
-// script as Redis 7 and Valkey report it ("READONLY ...", "WRONGTYPE
-// ..."), from Redis 6.2's wording, which wraps it: "ERR Error running
-// script (call to f_<sha>): @user_script:<line>: WRONGTYPE ..." when the
-// script did not catch it, "@user_script: <line>: -READONLY ..." when a
-// guarded script (redis_scripts.go) passed it on. Other errors come back
-// unchanged.
-func innerScriptError(err error) error {
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
-		return err
-	}
-	msg := rerr.Error()
-	inner := msg
-	if strings.HasPrefix(inner, "ERR Error running script") {
-		_, inner, _ = strings.Cut(inner, "): ")
-	}
-	if !strings.HasPrefix(inner, "@user_script:") {
-		return err
-	}
-	for strings.HasPrefix(inner, "@user_script:") {
-		inner = strings.TrimLeft(inner[len("@user_script:"):], " 0123456789")
-		inner = strings.TrimLeft(strings.TrimPrefix(inner, ":"), " ")
-	}
-	return scriptRaised(strings.TrimPrefix(inner, "-"))
-}
+func invalid(format string, args ...any) error { return script.Invalid(format, args...) }
 
 // LimiterError is how every error of a limiter's call reaches the caller:
 // it names the limiter, and errors.Is and errors.As see through it to the
@@ -141,4 +106,4 @@ func (r *Limiter) wrap(err error) error {
 }
 
 // result is Client.result for a call of r: the error names r.
-func (r *Limiter) result(err error) error { return r.wrap(r.c.result(err)) }
+func (r *Limiter) result(err error) error { return r.wrap(r.c.conn.Result(err)) }

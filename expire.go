@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 // ExpireCondition limits when Expire and ExpireAt set a TTL, like the
@@ -100,7 +102,7 @@ func (r *Limiter) expire(ctx context.Context, cond ExpireCondition, args ...any)
 		// from a lease after the call; its rest given back.
 		defer r.dropLease()()
 	}
-	changed, err := r.eval(ctx, scriptExpire, r.keyList, args...)
+	changed, err := r.eval(ctx, script.Expire, r.sk.All, args...)
 	return changed == 1, err
 }
 
@@ -112,7 +114,7 @@ func (r *Limiter) RemainTimeToLive(ctx context.Context) (time.Duration, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
-	ms, err := bounded(ctx, func() (int64, error) {
+	ms, err := script.Bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Do(ctx, "PTTL", r.keys.Config).Int64()
 	})
 	if err != nil {
@@ -144,8 +146,8 @@ func (r *Limiter) Delete(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer r.dropLease()() // no hand-out from a lease after the call
-	n, err := bounded(ctx, func() (int64, error) {
-		return r.c.rdb.Del(ctx, r.keyList...).Result()
+	n, err := script.Bounded(ctx, func() (int64, error) {
+		return r.c.rdb.Del(ctx, r.sk.All...).Result()
 	})
 	return n > 0, r.result(err)
 }
@@ -155,7 +157,7 @@ func (r *Limiter) Exists(ctx context.Context) (bool, error) {
 	if err := r.check(nil); err != nil {
 		return false, err
 	}
-	n, err := bounded(ctx, func() (int64, error) {
+	n, err := script.Bounded(ctx, func() (int64, error) {
 		return r.c.rdb.Exists(ctx, r.keys.Config).Result()
 	})
 	return n > 0, r.result(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 // Test-only views of the combining state (internal/engine), for tests that must
@@ -24,21 +25,21 @@ func CompositePending(a *Composite) int { return a.c.eng.Pending(a.target().Lane
 func CompositeWaiters(a *Composite) int { return a.c.eng.Waiters(a.target().LaneKey()) }
 
 // AcquireAllSource is lua/acquire_all.lua.
-var AcquireAllSource = luaAcquireAll
+var AcquireAllSource = script.Sources["acquire_all.lua"]
 
 // GrantedAny is grantedAny.
-var GrantedAny = grantedAny
+var GrantedAny = script.GrantedAny
 
 // Lanes returns how many limiters c keeps combining state for, after
 // dropping the idle ones as a sweep does.
 func Lanes(c *Client) int { return c.eng.Lanes() }
 
 // HintDuration is hintDuration.
-var HintDuration = hintDuration
+var HintDuration = script.HintDuration
 
 // ExceedsRate is exceedsRate: the Go home of the rule acquire_all.lua
 // applies to n × weight against a part's rate.
-var ExceedsRate = exceedsRate
+var ExceedsRate = script.ExceedsRate
 
 // DropLease runs the first half of what this Client's SetRate, UpdateRate,
 // Delete and Expire* do around their script call (engine.DropLease) and returns the second half.

@@ -204,7 +204,7 @@ func WithLeases(o LeaseOptions) Option {
 // takes over grants those permits again.
 //
 // When fewer replicas acknowledge in time, the acquisition fails with a
-// *ReplicaAckError (errors.Is(err, ErrReplicaAck)): see there for why the
+// error matching ErrReplicaAck: see there for why the
 // permits stay taken and how to accept such a grant anyway. Only
 // acquisitions wait; SetRate, Release and the rest do not. Denied
 // acquisitions are not affected, except that the WAIT they also send
@@ -231,7 +231,7 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 			c.err = errors.Join(c.err, invalid("replica ack timeout %v must be at least 1ms", timeout))
 			return
 		}
-		c.ack = replicaAck{replicas: replicas, timeout: timeout}
+		c.replicas, c.ackTimeout = replicas, timeout
 	}
 }
 

@@ -1,6 +1,10 @@
 package ratelimiter
 
-import "context"
+import (
+	"context"
+
+	"github.com/goredisson/ratelimiter/internal/script"
+)
 
 // Release gives n permits back to the limiter now, up to its rate. It
 // takes the same number out of the newest permit records (shrinking or
@@ -44,5 +48,5 @@ func (r *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if err := r.check(nil); err != nil {
 		return 0, err
 	}
-	return r.eval(ctx, scriptAvailable, r.keyList, r.c.stamp())
+	return r.eval(ctx, script.Available, r.sk.All, r.c.stamp())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/internal/script"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -27,13 +28,12 @@ type Client struct {
 	// clientClock: stamp with clock, not the server's (WithServerClock)
 	clientClock bool
 	cluster     bool
-	ring        bool          // rdb is a *redis.Ring: keys are sharded by their hash tag
-	ack         replicaAck    // WithReplicaAck; zero: off
-	refresh     refresher     // cluster slot map reloads (redis_topology.go)
-	hooks       Hooks         // WithHooks
-	skew        skewState     // clock measurements against Redis TIME (clock_skew.go)
-	perm        permState     // the user's permissions (redis_permissions.go)
-	evict       evictionState // the server's eviction policy (redis_eviction.go)
+	ring        bool      // rdb is a *redis.Ring: keys are sharded by their hash tag
+	hooks       Hooks     // WithHooks
+	skew        skewState // clock measurements against Redis TIME (clock_skew.go)
+	// WithReplicaAck's replicas (0: off) and timeout, for script.New.
+	replicas   int
+	ackTimeout time.Duration
 
 	// The engine's options (internal/engine), set by the options and
 	// handed to engine.New once they all ran.
@@ -44,9 +44,9 @@ type Client struct {
 	leaseOpts *engine.LeaseOptions // WithLeases; nil: off
 	probe     engine.ProbeClock    // tests' probe windows; nil: the wall clock's
 
-	eng       *engine.Engine // lanes, waiters, local refusals, fairness, leases
-	perClient perClientSet   // limiters found PER_CLIENT (clock.go)
-	err       error
+	eng  *engine.Engine // lanes, waiters, local refusals, fairness, leases
+	conn *script.Conn   // the scripts and the Redis plumbing around them
+	err  error
 }
 
 // NewClient returns a Client on rdb, which may be a *redis.Client,
@@ -64,6 +64,8 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		o(c)
 	}
 	c.checkLeases()
+	c.conn = script.New(rdb, script.Options{Format: c.format, Tag: c.tag, Clock: c.clock,
+		ClientClock: c.clientClock, Replicas: c.replicas, AckTimeout: c.ackTimeout})
 	c.eng = engine.New(engine.Options{
 		MaxBatch: c.maxBatch, Unfair: c.unfair, Foreign: c.foreign, NoLocal: c.noLocal,
 		Clock: c.clock, Probe: c.probe, Leases: c.leaseOpts, OnLease: c.leaseEnded,
@@ -120,8 +122,7 @@ func (c *Client) Limiter(name string) *Limiter {
 		}
 	}
 	r.keys = wire.KeysFor(raw, c.id)
-	r.keyList = r.keys.All()
-	r.overall = []string{r.keyList[0], r.keyList[1], r.keyList[3]}
+	r.sk = script.KeysOf(r.keys)
 	if c.cluster && !r.keys.SameSlot() || c.ring && !r.keys.SameTag() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
@@ -131,12 +132,11 @@ func (c *Client) Limiter(name string) *Limiter {
 // Limiter is one named limiter, seen through one Client. It holds no
 // state of its own beyond its key names and is safe for concurrent use.
 type Limiter struct {
-	c       *Client
-	name    string
-	keys    Keys
-	keyList []string // keys in the scripts' order K1..K5, made once
-	overall []string // K1, K2 and K4: what an OVERALL acquire needs
-	err     error
+	c    *Client
+	name string
+	keys Keys
+	sk   script.Keys // the keys as the scripts take them, made once
+	err  error
 }
 
 // Name returns the name the limiter was made with, before name mapping.
@@ -144,3 +144,7 @@ func (r *Limiter) Name() string { return r.name }
 
 // Keys returns the Redis keys of the limiter, for tools that inspect it.
 func (r *Limiter) Keys() Keys { return r.keys }
+
+// stamp returns the clock argument of a script call (script.Conn.Stamp):
+// the server's clock by default, the Client's with WithServerClock(false).
+func (c *Client) stamp() any { return c.conn.Stamp() }

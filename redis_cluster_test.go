@@ -517,10 +517,7 @@ func testReplicaAck(ctx context.Context, t *testing.T, rdb redis.UniversalClient
 	ok, err = tooMany.TryAcquire(ctx, 3)
 	require.False(t, ok)
 	require.ErrorIs(t, err, ratelimiter.ErrReplicaAck)
-	var ackErr *ratelimiter.ReplicaAckError
-	require.ErrorAs(t, err, &ackErr)
-	require.Equal(t, replicas+1, ackErr.Wanted)
-	require.Equal(t, replicas, ackErr.Acked)
+	require.Contains(t, err.Error(), fmt.Sprintf("%d of %d;", replicas, replicas+1), "the error says how many replicas acknowledged")
 	avail, err := tooMany.AvailablePermits(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 7, avail, "the permits of a grant without enough acks stay taken")

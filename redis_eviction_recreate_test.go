@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/diag"
 	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
@@ -119,12 +120,12 @@ func TestEvictionReadsPolicy(t *testing.T) {
 	defer srv.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	e, err := ratelimiter.NewClient(rdb).Eviction(ctx)
+	e, err := diag.ReadEviction(ctx, rdb)
 	require.NoError(t, err)
-	require.Equal(t, ratelimiter.Eviction{Policy: "volatile-lru", MaxMemory: 10 << 20}, e)
+	require.Equal(t, diag.Eviction{Policy: "volatile-lru", MaxMemory: 10 << 20}, e)
 	require.False(t, e.Evicts(false), "keys without a TTL")
 	require.True(t, e.Evicts(true), "keys with a TTL")
-	e, err = ratelimiter.NewClient(newRedis(t)).Eviction(ctx)
+	e, err = diag.ReadEviction(ctx, newRedis(t))
 	require.NoError(t, err)
 	require.False(t, e.Evicts(true), "no maxmemory: %+v", e)
 }

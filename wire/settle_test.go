@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, nil)) }
 
 // The bounds are the script's: read from lua/lib.lua.
 func TestBoundsMatchLua(t *testing.T) {
-	lib, err := os.ReadFile("../lua/lib.lua")
+	lib, err := os.ReadFile("../internal/script/lua/lib.lua")
 	require.NoError(t, err)
 	m := regexp.MustCompile(`local EXPIRE_CHUNK, RECOUNT_MAX = (\d+), (\d+)`).FindSubmatch(lib)
 	require.NotNil(t, m, "lib.lua no longer declares EXPIRE_CHUNK, RECOUNT_MAX")

@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"context"
@@ -10,77 +10,52 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrReplicaAck is matched (errors.Is) by the error of an acquisition that
-// Redis granted but that fewer replicas than WithReplicaAck asks for
-// acknowledged in time. See ReplicaAckError.
-var ErrReplicaAck = errors.New("ratelimiter: acquisition not acknowledged by enough replicas")
-
-// ReplicaAckError is returned, with a false grant, by an acquisition
-// (TryAcquire, TryAcquireTimeout, Acquire, Allow) on a client made with
-// WithReplicaAck when Redis granted the permits but fewer than Wanted
-// replicas acknowledged the write within the timeout.
-//
-// The permits HAVE been taken on the master: they count against the limit
-// until their interval ends, and they are not given back. The call reports
-// them as not granted because the grant may not survive a failover: if the
-// master crashes now, a replica without the write can take over, forget
-// it, and grant the same permits again. Failing closed keeps the limit
-// (callers act only on grants that are on Acked+1 servers) at the cost of
-// availability: while a master has fewer replicas than Wanted (a replica
-// is down, or a cluster shard lost its only replica in a failover), every
-// acquisition waits the timeout and fails. A caller that prefers
-// availability may treat the error as a grant:
-//
-//	ok, err := lim.TryAcquire(ctx, 1)
-//	var ack *ratelimiter.ReplicaAckError
-//	if errors.As(err, &ack) {
-//		ok, err = true, nil // granted by the master, not yet durable
-//	}
-//
-// A blocking Acquire returns the error at once and does not wait again.
-type ReplicaAckError struct {
-	Wanted int   // replicas asked for (WithReplicaAck)
-	Acked  int   // replicas that acknowledged the write in time
-	Err    error // why WAIT itself failed, if it did (then Acked is 0)
+// ackError is the error of an acquisition that Redis granted but that
+// fewer replicas than asked for acknowledged in time (the root's
+// ErrReplicaAck states the contract). It matches ErrReplicaAck and
+// unwraps to WAIT's own error, if any.
+type ackError struct {
+	wanted int   // replicas asked for
+	acked  int   // replicas that acknowledged the write in time
+	err    error // why WAIT itself failed, if it did (then acked is 0)
 }
 
 // Error says how many replicas acknowledged of how many asked for, and
 // that the permits were taken.
-func (e *ReplicaAckError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%v: %d of %d (WAIT failed: %v); the permits were taken", ErrReplicaAck, e.Acked, e.Wanted, e.Err)
+func (e *ackError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("%v: %d of %d (WAIT failed: %v); the permits were taken", ErrReplicaAck, e.acked, e.wanted, e.err)
 	}
-	return fmt.Sprintf("%v: %d of %d; the permits were taken", ErrReplicaAck, e.Acked, e.Wanted)
+	return fmt.Sprintf("%v: %d of %d; the permits were taken", ErrReplicaAck, e.acked, e.wanted)
 }
 
 // Is makes errors.Is(err, ErrReplicaAck) true.
-func (e *ReplicaAckError) Is(target error) bool { return target == ErrReplicaAck }
+func (e *ackError) Is(target error) bool { return target == ErrReplicaAck }
 
 // Unwrap returns the WAIT error, if any.
-func (e *ReplicaAckError) Unwrap() error { return e.Err }
+func (e *ackError) Unwrap() error { return e.err }
 
 type replicaAck struct {
 	replicas int
 	timeout  time.Duration
 }
 
-func (c *Client) replicaAck() (replicaAck, bool) { return c.ack, c.ack.replicas > 0 }
-
 // ackMargin is kept free before the context's deadline when the WAIT
 // timeout is fitted into it, for the reply to come back.
 const ackMargin = 5 * time.Millisecond
 
 // evalAck runs an acquisition script and WAIT in one pipeline on the
-// master's connection, and turns a short acknowledgement of a grant into a
-// *ReplicaAckError, returned with the script's reply. Otherwise it returns
+// master's connection, and turns a short acknowledgement of a grant into
+// an *ackError, returned with the script's reply. Otherwise it returns
 // the script's raw reply and error.
-func (r *Limiter) evalAck(ctx context.Context, s *redis.Script, ack replicaAck, keys []string, args ...any) (any, error) {
-	return r.evalAckIf(ctx, s, ack, grantedAny, keys, args...)
+func (c *Conn) evalAck(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	return c.evalAckIf(ctx, s, grantedAny, keys, args...)
 }
 
 // evalAckIf is evalAck for a script whose reply granted says whether it
 // granted anything (lease.lua's differs from the acquire scripts').
-func (r *Limiter) evalAckIf(ctx context.Context, s *redis.Script, ack replicaAck, granted func(any) bool, keys []string, args ...any) (any, error) {
+func (c *Conn) evalAckIf(ctx context.Context, s *redis.Script, granted func(any) bool, keys []string, args ...any) (any, error) {
+	ack := c.ack
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		if rem := time.Until(dl) - ackMargin; rem < timeout {
@@ -98,7 +73,7 @@ func (r *Limiter) evalAckIf(ctx context.Context, s *redis.Script, ack replicaAck
 	)
 	for attempt := 0; attempt < 3; attempt++ {
 		var p redis.Pipeliner
-		p, err = r.ackPipeline(ctx, keys[0])
+		p, err = c.ackPipeline(ctx, keys[0])
 		if err != nil {
 			return nil, err
 		}
@@ -116,8 +91,8 @@ func (r *Limiter) evalAckIf(ctx context.Context, s *redis.Script, ack replicaAck
 		}
 		// The slot moved: have the cluster client learn where, then retry
 		// on the new master (nothing ran on the old one).
-		r.c.observe(err)
-		if werr := r.waitNewOwner(ctx, keys[0]); werr != nil {
+		c.Observe(err)
+		if werr := c.waitNewOwner(ctx, keys[0]); werr != nil {
 			break
 		}
 	}
@@ -130,10 +105,10 @@ func (r *Limiter) evalAckIf(ctx context.Context, s *redis.Script, ack replicaAck
 	}
 	acked, werr := wait()
 	if werr != nil {
-		return v, &ReplicaAckError{Wanted: ack.replicas, Err: werr}
+		return v, &ackError{wanted: ack.replicas, err: werr}
 	}
 	if int(acked) < ack.replicas {
-		return v, &ReplicaAckError{Wanted: ack.replicas, Acked: int(acked)}
+		return v, &ackError{wanted: ack.replicas, acked: int(acked)}
 	}
 	return v, nil
 }
@@ -156,18 +131,18 @@ func grantedAny(reply any) bool {
 // ackPipeline returns a pipeline whose commands all go over one connection
 // to the master of key: WAIT counts the acknowledgements of the writes made
 // on its own connection.
-func (r *Limiter) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
-	if cc, ok := r.c.rdb.(*redis.ClusterClient); ok {
+func (c *Conn) ackPipeline(ctx context.Context, key string) (redis.Pipeliner, error) {
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		return node.Pipeline(), nil
 	}
-	if _, ok := r.c.rdb.(*redis.Ring); ok {
-		return nil, invalid("WithReplicaAck does not work with redis.Ring")
+	if _, ok := c.rdb.(*redis.Ring); ok {
+		return nil, Invalid("WithReplicaAck does not work with redis.Ring")
 	}
-	return r.c.rdb.Pipeline(), nil
+	return c.rdb.Pipeline(), nil
 }
 
 // pipeWait queues WAIT and returns a function that reads its reply after
@@ -196,8 +171,8 @@ func movedError(err error) bool {
 
 // waitNewOwner polls the cluster client's slot map (every 10 ms, at most
 // 500 ms or until ctx is done) until the master of key changes.
-func (r *Limiter) waitNewOwner(ctx context.Context, key string) error {
-	cc, ok := r.c.rdb.(*redis.ClusterClient)
+func (c *Conn) waitNewOwner(ctx context.Context, key string) error {
+	cc, ok := c.rdb.(*redis.ClusterClient)
 	if !ok {
 		return errors.New("not a cluster client")
 	}

@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestReadOnlyInScriptRefreshesTopology(t *testing.T) {
 		if !topologyError(err) {
 			t.Errorf("%s: %v does not ask for a topology refresh", name, err)
 		}
-		if errors.Is(scriptError(err), ErrCorruptState) {
+		if errors.Is(MapError(err), ErrCorruptState) {
 			t.Errorf("%s: %v maps to ErrCorruptState", name, err)
 		}
 	}

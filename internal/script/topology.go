@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"context"
@@ -43,10 +43,10 @@ type refresher struct {
 	next atomic.Int64 // unix nanoseconds before which no reload is asked
 }
 
-// observe is called with the raw error of every Redis call the library
+// Observe is called with the raw error of every Redis call the library
 // makes. On a ClusterClient, an error that suggests a topology change
 // triggers a slot map reload (at most one per refreshInterval).
-func (c *Client) observe(err error) {
+func (c *Conn) Observe(err error) {
 	if err == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"sync"
@@ -14,16 +14,17 @@ import (
 // Redis's clock (TIME) instead when Go sends an empty stamp: one clock
 // for every Go writer, read when the script runs.
 
-// stamp returns the clock argument of a script call: the empty string
-// for the server's clock, else the Client's reading in ms.
-func (c *Client) stamp() any {
+// Stamp returns the clock argument of a script call: the empty string
+// for the server's clock, else the Client's reading in ms (docs/
+// protocol.md, "Clocks").
+func (c *Conn) Stamp() any {
 	if c.clientClock {
 		return c.clock().UnixMilli()
 	}
 	return ""
 }
 
-// maxPerClient bounds the PER_CLIENT limiter names a Client remembers;
+// maxPerClient bounds the PER_CLIENT limiter names a Conn remembers;
 // the set starts afresh when it is reached (a forgotten limiter costs one
 // more script call, then is remembered again).
 const maxPerClient = 4096

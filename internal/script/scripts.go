@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	_ "embed"
@@ -84,3 +84,12 @@ func evicts(src, kind string) *redis.Script {
 	}
 	return redis.NewScript(out)
 }
+
+// The scripts the root runs through Conn.Eval (reply: one integer).
+var (
+	Release    = scriptRelease    // lua/release.lua: n permits back
+	Available  = scriptAvailable  // lua/available.lua: permits available now
+	SetRate    = scriptSetRate    // lua/setrate.lua
+	TrySetRate = scriptTrySetRate // lua/trysetrate.lua
+	Expire     = scriptExpire     // lua/expire.lua
+)

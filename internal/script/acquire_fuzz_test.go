@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"encoding/binary"

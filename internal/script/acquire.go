@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"context"
@@ -35,11 +35,25 @@ func render(f engine.Form) string {
 	return form
 }
 
+// memberRetries bounds the retries after a permit record collided with an
+// existing one. Collisions need equal random parts: with 128 random bits
+// they do not happen, with the old 32-bit formats they are rare.
+const memberRetries = 8
+
+// Acquire runs lua/acquire.lua once for the permits ns of the limiter of
+// keys k, in order, and returns one verdict for each (engine.Target's
+// Decide). Errors are Result's, not yet naming the limiter.
+func (c *Conn) Acquire(ctx context.Context, k Keys, f engine.Form, ns []int64) engine.Reply {
+	return c.decideWith(ctx, f, ns, func(ctx context.Context, args ...any) (any, error) {
+		return c.evalAcquire(ctx, k, args...)
+	}, parseVerdicts)
+}
+
 // decideWith runs an acquire script through eval (ARGV: clock, permit
 // record, form, permits) and reads its reply with parse. A record
 // collision is retried with a fresh record; nothing was granted by the
 // colliding call.
-func (c *Client) decideWith(ctx context.Context, f engine.Form, ns []int64,
+func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 	eval func(context.Context, ...any) (any, error), parse func(any, string, []int64) ([]engine.Verdict, error)) engine.Reply {
 	form := render(f)
 	args := make([]any, 0, 3+len(ns))
@@ -48,14 +62,14 @@ func (c *Client) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		args = append(args, n)
 	}
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.stamp(), newPrefix(c.format, c.tag)
+		args[0], args[1] = c.Stamp(), newPrefix(c.format, c.tag)
 		if form == formSingle {
 			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
 		}
 		start, sentAt := time.Now(), c.clock()
 		reply, err := eval(ctx, args...)
 		b := engine.Reply{RoundTrip: time.Since(start), SentAt: sentAt}
-		var ackErr *ReplicaAckError
+		var ackErr *ackError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.Err = err
 			return b
@@ -66,7 +80,7 @@ func (c *Client) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		b.Verdicts, b.Err = parse(reply, form, ns)
 		for i := range b.Verdicts {
 			if ackErr != nil && b.Verdicts[i].Res.Granted {
-				// Granted by the master, not acknowledged: see ReplicaAckError.
+				// Granted by the master, not acknowledged: see ErrReplicaAck.
 				b.Verdicts[i].Res.Granted, b.Verdicts[i].Err = false, ackErr
 			}
 		}
@@ -143,7 +157,7 @@ func millis(ms int64) time.Duration {
 
 // newPrefix returns a fresh permit record in format f without its last
 // four bytes, which the acquire script fills with the permits granted.
-func newPrefix(f MemberFormat, tag wire.Tag) []byte {
+func newPrefix(f wire.Format, tag wire.Tag) []byte {
 	m := wire.New(f, tag, 0)
 	return m[:len(m)-4]
 }

@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"bufio"
@@ -41,19 +41,16 @@ func (e Eviction) Evicts(withTTL bool) bool {
 	return false
 }
 
-// Eviction reads the server's eviction settings and count with INFO
+// ReadEviction reads the server's eviction settings and count with INFO
 // (which the user must be allowed to run: +info). On a cluster client it
-// asks one node.
-func (c *Client) Eviction(ctx context.Context) (Eviction, error) {
-	if c.err != nil {
-		return Eviction{}, c.err
-	}
+// asks one node. The error is Result's.
+func (c *Conn) ReadEviction(ctx context.Context) (Eviction, error) {
 	e, err := c.readEviction(ctx)
-	return e, c.result(err)
+	return e, c.Result(err)
 }
 
-func (c *Client) readEviction(ctx context.Context) (Eviction, error) {
-	info, err := bounded(ctx, func() (string, error) {
+func (c *Conn) readEviction(ctx context.Context) (Eviction, error) {
+	info, err := Bounded(ctx, func() (string, error) {
 		// Plain INFO: Redis 6.2 refuses several sections in one call.
 		return c.rdb.Info(ctx).Result()
 	})
@@ -106,7 +103,7 @@ const evictionReadTimeout = 5 * time.Second
 // eviction returns the last read of the server's eviction policy. The
 // first call reads it (one INFO); a read older than evictionRecheck is
 // renewed in the background, so later calls cost a clock reading.
-func (c *Client) eviction(ctx context.Context) evictionRead {
+func (c *Conn) eviction(ctx context.Context) evictionRead {
 	r := c.evict.cur.Load()
 	if r == nil {
 		return c.readEvictionNow(ctx)
@@ -122,8 +119,8 @@ func (c *Client) eviction(ctx context.Context) evictionRead {
 	return *r
 }
 
-func (c *Client) readEvictionNow(ctx context.Context) evictionRead {
-	e, err := c.readEviction(ctx) // an ACL refusal here is no news for redis_permissions.go
+func (c *Conn) readEvictionNow(ctx context.Context) evictionRead {
+	e, err := c.readEviction(ctx) // an ACL refusal here is no news for permissions.go
 	r := &evictionRead{e: e, ok: err == nil, at: time.Now()}
 	if err != nil && ctx.Err() != nil {
 		return *r // the caller gave up: read again next time
@@ -132,17 +129,17 @@ func (c *Client) readEvictionNow(ctx context.Context) evictionRead {
 	return *r
 }
 
-// evicting reports whether the server may evict the keys of a limiter
+// Evicting reports whether the server may evict the keys of a limiter
 // (withTTL: they carry a TTL). When INFO fails it reports false: the
 // limiter then works as Redisson's does.
-func (c *Client) evicting(ctx context.Context, withTTL bool) bool {
+func (c *Conn) Evicting(ctx context.Context, withTTL bool) bool {
 	r := c.eviction(ctx)
 	return r.ok && r.e.Evicts(withTTL)
 }
 
 // acquireScript returns base, or the copy of it among variants
 // ([0] allkeys-*, [1] volatile-*) for the server's eviction policy.
-func (c *Client) acquireScript(ctx context.Context, base *redis.Script, variants [2]*redis.Script) *redis.Script {
+func (c *Conn) acquireScript(ctx context.Context, base *redis.Script, variants [2]*redis.Script) *redis.Script {
 	r := c.eviction(ctx)
 	switch {
 	case !r.ok || r.e.MaxMemory == 0:

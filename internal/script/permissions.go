@@ -1,4 +1,4 @@
-package ratelimiter
+package script
 
 import (
 	"context"
@@ -12,14 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrPermissionDenied is returned, before the call's script runs, when
-// the Redis user may not run a command that the call's script needs after
-// its first write; the error text names the commands. Redis does not roll
-// a script back, so such a call would have left the limiter half-written.
-// An ACL refusal that still reaches a script (the ACL changed after the
-// check) matches this error too, and errors.As finds the redis.Error.
-var ErrPermissionDenied = errors.New("ratelimiter: the Redis user may not run a command the call needs")
 
 //go:embed lua/probe.lua
 var luaProbe string
@@ -76,7 +68,7 @@ type permState struct {
 // key patterns: EVAL itself refuses a script whose keys the user may not
 // access, before it runs. On a cluster it runs on the node of keys only;
 // the other nodes are assumed to share the ACL.
-func (c *Client) permitted(ctx context.Context, keys []string, op string, need []string) error {
+func (c *Conn) permitted(ctx context.Context, keys []string, op string, need []string) error {
 	if c.perm.ok.Load() {
 		return nil
 	}
@@ -127,30 +119,27 @@ func aclRefusal(err error) bool {
 
 // forgetPermissions makes the next call probe again: a script met an ACL
 // refusal, so the ACL changed since the last probe.
-func (c *Client) forgetPermissions() {
+func (c *Conn) forgetPermissions() {
 	c.perm.ok.Store(false)
 	c.perm.mu.Lock()
 	c.perm.at = time.Time{}
 	c.perm.mu.Unlock()
 }
 
-// MissingPermissions probes, now and without using what the Client
-// cached, which commands the Redis user may not run on this limiter's
-// keys, and returns them per operation that needs them after its first
-// write ("Release", "TrySetRate", "acquire" for Allow, TryAcquire and the
-// waits, "composite", "lease return" for WithLeases, ...); an empty map
-// means every operation may run.
-// It fails with the Redis error when the probe script itself is refused
-// (no EVAL, or keys the user may not touch).
-func (r *Limiter) MissingPermissions(ctx context.Context) (map[string][]string, error) {
-	if err := r.check(nil); err != nil {
-		return nil, err
-	}
-	names, err := bounded(ctx, func() ([]string, error) {
-		return scriptProbe.Run(ctx, r.c.rdb, r.keyList).StringSlice()
+// Missing probes, now and without using what the Conn cached, which
+// commands the Redis user may not run on a limiter's keys (K1..K5), and
+// returns them per operation that needs them after its first write
+// ("Release", "TrySetRate", "acquire" for Allow, TryAcquire and the
+// waits, "composite", "lease return" for leases, ...); an empty map means
+// every operation may run. It fails with the Redis error (MapError's)
+// when the probe script itself is refused (no EVAL, or keys the user may
+// not touch).
+func (c *Conn) Missing(ctx context.Context, keys []string) (map[string][]string, error) {
+	names, err := Bounded(ctx, func() ([]string, error) {
+		return scriptProbe.Run(ctx, c.rdb, keys).StringSlice()
 	})
 	if err != nil {
-		return nil, r.wrap(scriptError(err))
+		return nil, MapError(err)
 	}
 	denied := map[string]bool{}
 	for _, n := range names {

@@ -1,0 +1,72 @@
+// Package script runs the library's Lua scripts on Redis and reads their
+// replies: the embedded scripts (lua/), EVALSHA with EVAL on a flushed
+// cache, calls bounded by their context, the reply parsers, and the Redis
+// plumbing around them (the user's permissions, the server's eviction
+// policy, WAIT for WithReplicaAck, Cluster slot map reloads, stamps and
+// TIME samples). It never imports the root package; the root's Limiter
+// and Composite are the engine's targets through it.
+package script
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
+)
+
+// Options configure a Conn; the root sets them from its options.
+type Options struct {
+	// Format is the permit record format written; Tag is written in every
+	// record (wire.New).
+	Format wire.Format
+	Tag    wire.Tag
+	// Clock is the Client's clock; with ClientClock it stamps records
+	// (WithServerClock(false)), else the scripts read Redis's TIME.
+	Clock       func() time.Time
+	ClientClock bool
+	// Replicas and AckTimeout are WithReplicaAck's; 0 replicas: off.
+	Replicas   int
+	AckTimeout time.Duration
+}
+
+// Conn is one Client's way to Redis. It is safe for concurrent use.
+type Conn struct {
+	rdb         redis.UniversalClient
+	format      wire.Format
+	tag         wire.Tag
+	clock       func() time.Time
+	clientClock bool
+	ack         replicaAck    // WithReplicaAck; zero: off
+	refresh     refresher     // cluster slot map reloads (topology.go)
+	perm        permState     // the user's permissions (permissions.go)
+	evict       evictionState // the server's eviction policy (eviction.go)
+	perClient   perClientSet  // limiters found PER_CLIENT (stamp.go)
+}
+
+// New returns a Conn on rdb (which may be nil: every call then fails in
+// go-redis's way, and the root refuses to call).
+func New(rdb redis.UniversalClient, o Options) *Conn {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return &Conn{rdb: rdb, format: o.Format, tag: o.Tag, clock: o.Clock, clientClock: o.ClientClock,
+		ack: replicaAck{replicas: o.Replicas, timeout: o.AckTimeout}}
+}
+
+// Redis returns the Redis client.
+func (c *Conn) Redis() redis.UniversalClient { return c.rdb }
+
+// Keys are one limiter's keys as the scripts take them.
+type Keys struct {
+	// All is K1..K5 in the scripts' order.
+	All []string
+	// Overall is K1, K2 and K4: what an OVERALL acquire needs.
+	Overall []string
+}
+
+// KeysOf returns k as the scripts take them.
+func KeysOf(k wire.Keys) Keys {
+	all := k.All()
+	return Keys{All: all, Overall: []string{all[0], all[1], all[3]}}
+}
