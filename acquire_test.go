@@ -45,19 +45,19 @@ func TestAcquireFirstUse(t *testing.T) {
 func TestAcquireMemberFormats(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		f     ratelimiter.MemberFormat
+		f     wire.Format
 		check func(t *testing.T, m []byte)
 	}{
-		{ratelimiter.FormatBc0I, func(t *testing.T, m []byte) {
+		{wire.Bc0I, func(t *testing.T, m []byte) {
 			require.Len(t, m, 21)
 			require.Equal(t, byte(16), m[0])
 		}},
-		{ratelimiter.FormatLc0I, func(t *testing.T, m []byte) {
+		{wire.Lc0I, func(t *testing.T, m []byte) {
 			n := binary.LittleEndian.Uint64(m)
 			require.Equal(t, uint64(len(m)-12), n)
 			require.Regexp(t, `^GoRL[0-9a-f]{8}-?[0-9]{1,19}$`, string(m[8:8+n]))
 		}},
-		{ratelimiter.FormatFI, func(t *testing.T, m []byte) { require.Len(t, m, 8) }},
+		{wire.FI, func(t *testing.T, m []byte) { require.Len(t, m, 8) }},
 	} {
 		t.Run(tc.f.String(), func(t *testing.T) {
 			l, rdb, _ := setup(t, ratelimiter.Config{Rate: 1 << 40, Interval: time.Second}, ratelimiter.WithMemberFormat(tc.f))

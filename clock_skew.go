@@ -20,10 +20,10 @@ import (
 // that reaches Redis, then every few minutes, always in a background
 // goroutine (at most one at a time), so that no acquisition waits for it.
 
-// DefaultClockCheck is how often a Client measures its clock against
+// defaultClockCheck is how often a Client measures its clock against
 // Redis after the first measurement, unless WithClockCheck says
 // otherwise.
-const DefaultClockCheck = 5 * time.Minute
+const defaultClockCheck = 5 * time.Minute
 
 // skewRetry is the wait before the next automatic measurement after a
 // failed one, when shorter than the period.
@@ -40,13 +40,12 @@ const skewTimeout = 5 * time.Second
 // intervals it serves.
 const maxSkewNames = 64
 
-// LargeSkewFraction defines a large skew: |Offset| at least the shortest
-// interval served divided by this. A client ahead by d takes again the
-// permits of records written in the last d of the window. Measured on a
-// 50/s limiter with two saturating clients (docs/operations.md, "Clock skew"), 100 ms
-// apart (a tenth of the interval) let through 12% more than the rate on
-// average and up to 1.5 times the rate in the worst real 1 s window.
-const LargeSkewFraction = 10
+// largeSkewFraction defines a large skew (ClockSkew.Large): |Offset| at
+// least the shortest interval served divided by this. A client ahead by d
+// takes again the permits of records written in the last d of the window;
+// docs/operations.md ("Clock skew") has what a tenth of the interval let
+// through.
+const largeSkewFraction = 10
 
 // ClockSkew is one measurement of a Client's clock against Redis.
 type ClockSkew struct {
@@ -61,8 +60,8 @@ type ClockSkew struct {
 	// has acquired from (the first 64 names it used), read from Redis with
 	// the measurement; 0 when none is known.
 	Interval time.Duration
-	// Large reports that Interval is known and |Offset| is at least
-	// Interval / LargeSkewFraction.
+	// Large reports that Interval is known and |Offset| is at least a
+	// tenth of Interval.
 	Large bool
 	// At is when the measurement was taken, by the Client's clock.
 	At time.Time
@@ -124,7 +123,7 @@ func (s *skewState) background(c *Client) {
 	cancel()
 	next := s.every
 	if next == 0 {
-		next = DefaultClockCheck
+		next = defaultClockCheck
 	}
 	if m.Err != nil {
 		next = min(next, skewRetry)
@@ -132,9 +131,9 @@ func (s *skewState) background(c *Client) {
 	time.AfterFunc(next, func() { s.idle.Store(false) })
 }
 
-// LastClockSkew returns the last successful measurement and true, or the
+// lastClockSkew returns the last successful measurement and true, or the
 // zero ClockSkew and false before the first one.
-func (c *Client) LastClockSkew() (ClockSkew, bool) {
+func (c *Client) lastClockSkew() (ClockSkew, bool) {
 	c.skew.mu.Lock()
 	defer c.skew.mu.Unlock()
 	return c.skew.last, c.skew.has
@@ -142,7 +141,7 @@ func (c *Client) LastClockSkew() (ClockSkew, bool) {
 
 // MeasureClock measures this Client's clock against Redis's TIME now
 // (three round trips, and one pipeline reading the intervals of the
-// limiters it has used), records the result for LastClockSkew, reports it
+// limiters it has used), records the result, reports it
 // to the ClockSkew hook and returns it. It fails with the Client's
 // construction error, with Redis's error, or with ctx's when ctx is done
 // first; the failure is reported to the hook too.
@@ -187,6 +186,6 @@ func (c *Client) takeSkew(ctx context.Context) ClockSkew {
 		return ClockSkew{Err: c.conn.Result(err)}
 	}
 	m := ClockSkew{Offset: t.Offset, Uncertainty: t.Uncertainty, At: t.At, Interval: interval}
-	m.Large = interval > 0 && m.Offset.Abs() >= interval/LargeSkewFraction
+	m.Large = interval > 0 && m.Offset.Abs() >= interval/largeSkewFraction
 	return m
 }

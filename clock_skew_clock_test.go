@@ -54,7 +54,7 @@ func TestClockSkewMeasuredAtFirstUse(t *testing.T) {
 	} {
 		ch, hooks := skews()
 		c := ratelimiter.NewClient(newRedis(t), aheadBy(tc.ahead), hooks)
-		_, ok := c.LastClockSkew()
+		_, ok := ratelimiter.LastClockSkew(c)
 		require.False(t, ok, "no measurement before the first acquisition")
 		l := c.Limiter(uniqueName(t))
 		_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: time.Second})
@@ -68,7 +68,7 @@ func TestClockSkewMeasuredAtFirstUse(t *testing.T) {
 			"offset %v ± %v, clock ahead by %v", m.Offset, m.Uncertainty, tc.ahead)
 		require.Equal(t, time.Second, m.Interval)
 		require.Equal(t, tc.large, m.Large, "offset %v against a 1s interval", m.Offset)
-		last, ok := c.LastClockSkew()
+		last, ok := ratelimiter.LastClockSkew(c)
 		require.True(t, ok)
 		require.Equal(t, m, last)
 	}
@@ -147,7 +147,7 @@ func TestMeasureClockErrors(t *testing.T) {
 	_, err := c.MeasureClock(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, nextSkew(t, ch).Err, context.Canceled)
-	_, ok := c.LastClockSkew()
+	_, ok := ratelimiter.LastClockSkew(c)
 	require.False(t, ok, "a failed measurement leaves no offset")
 
 	_, err = ratelimiter.NewClient(nil).MeasureClock(context.Background())

@@ -107,7 +107,7 @@ func (c *Client) All(names ...string) *Composite {
 }
 
 // Weighted returns a view of a whose calls take n × weights[i] permits
-// from part i (Names()[i]) for n asked, all or none, in one script call
+// from part i (the i-th name given to Client.All) for n asked, all or none, in one script call
 // as Allow does, and whose Release gives back n × weights[i] to each
 // part: "1 request and 750 tokens" from a requests-per-minute and a
 // tokens-per-minute limiter is c.All("rpm", "tpm").Weighted(1, 750) with
@@ -176,19 +176,6 @@ func (a *Composite) Weighted(weights ...int64) *Composite {
 		b.lane = a.lane + "#" + strings.Join(ws, ",")
 	}
 	return &b
-}
-
-// Weights returns the weights of a view made with Weighted (a copy), or
-// nil for a composite made with Client.All, which takes n from every part.
-func (a *Composite) Weights() []int64 { return slices.Clone(a.weights) }
-
-// Names returns the names the composite was made with, in order.
-func (a *Composite) Names() []string {
-	out := make([]string, len(a.parts))
-	for i, r := range a.parts {
-		out[i] = r.name
-	}
-	return out
 }
 
 // Parts returns the composite's limiters, in order, to configure or

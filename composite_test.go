@@ -449,7 +449,7 @@ func TestCompositeCombining(t *testing.T) {
 	batches := map[int]int{}
 	for _, d := range seen.list() {
 		batches[d.Batch]++
-		require.Contains(t, []string{ab.Names()[0] + "+" + ab.Names()[1], ba.Names()[0] + "+" + ba.Names()[1]}, d.Limiter)
+		require.Contains(t, []string{ab.Parts()[0].Name() + "+" + ab.Parts()[1].Name(), ba.Parts()[0].Name() + "+" + ba.Parts()[1].Name()}, d.Limiter)
 	}
 	require.Equal(t, map[int]int{1: 1, 4: 4}, batches)
 }

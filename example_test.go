@@ -238,7 +238,7 @@ func ExampleComposite_Weighted() {
 	// 800 tokens do not fit: refused by the tokens part, nothing taken.
 	res, err = llm.Weighted(1, 800).Allow(ctx, 1)
 	must(err)
-	fmt.Println(res.Granted, llm.Names()[res.Part], res.Parts[0].Short, res.Parts[1].Short, res.RetryAfter > 0)
+	fmt.Println(res.Granted, llm.Parts()[res.Part].Name(), res.Parts[0].Short, res.Parts[1].Short, res.RetryAfter > 0)
 	// Output:
 	// true 499 250
 	// 700

@@ -6,6 +6,7 @@ import (
 
 	"github.com/goredisson/ratelimiter/internal/engine"
 	"github.com/goredisson/ratelimiter/internal/script"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Test-only views of the combining state (internal/engine), for tests that must
@@ -83,3 +84,15 @@ var ProbeSlots = [2]time.Duration{engine.ProbeSlot, engine.ProbeFullSlot}
 func MarkRefused(l *Limiter, at time.Time, interval time.Duration) {
 	l.c.eng.MarkRefused(l.target().LaneKey(), at, interval)
 }
+
+// Keys returns the Redis keys of the limiter, for tests that read them
+// (tools use wire.KeysFor).
+func (r *Limiter) Keys() wire.Keys { return r.keys }
+
+// WeightsOf returns the weights of a view made with Weighted, or nil for
+// a composite made with Client.All.
+func WeightsOf(a *Composite) []int64 { return a.weights }
+
+// LastClockSkew returns c's last successful clock measurement and true,
+// or false before the first one.
+func LastClockSkew(c *Client) (ClockSkew, bool) { return c.lastClockSkew() }

@@ -105,17 +105,10 @@ type Decision struct {
 	Err error
 }
 
-// Refused reports whether the acquisition ended without permits and
-// without an error.
-func (d Decision) Refused() bool { return !d.Granted && d.Err == nil }
-
-// ErrorKind classifies d.Err into a small, stable set of names for metric
-// attributes: "" (no error), "canceled", "deadline", "not_initialized",
-// "exceeds_rate", "invalid_argument", "corrupt_state", "replica_ack" or
-// "redis".
-func (d Decision) ErrorKind() string { return ErrorKind(d.Err) }
-
-// ErrorKind classifies err as Decision.ErrorKind does.
+// ErrorKind classifies err (a Decision's or a ClockSkew's) into a small,
+// stable set of names for metric attributes: "" (no error), "canceled",
+// "deadline", "not_initialized", "exceeds_rate", "invalid_argument",
+// "corrupt_state", "replica_ack" or "redis".
 func ErrorKind(err error) string {
 	switch {
 	case err == nil:

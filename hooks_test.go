@@ -56,11 +56,11 @@ func TestHooksReportDecisions(t *testing.T) {
 	require.Positive(t, got[0].RoundTrip)
 
 	require.Equal(t, ratelimiter.OpTryAcquireTimeout, got[1].Op)
-	require.True(t, got[1].Refused())
+	require.True(t, !got[1].Granted && got[1].Err == nil, "refused")
 	require.Greater(t, got[1].RetryAfter, 59*time.Minute, "the hint is the hour the first record holds")
 
-	require.Equal(t, "exceeds_rate", got[2].ErrorKind())
-	require.False(t, got[2].Refused())
+	require.Equal(t, "exceeds_rate", ratelimiter.ErrorKind(got[2].Err))
+	require.Error(t, got[2].Err)
 }
 
 func TestErrorKind(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func TestKeyLayout(t *testing.T) {
@@ -17,17 +18,17 @@ func TestKeyLayout(t *testing.T) {
 	cases := []struct {
 		name   string
 		mapper func(string) string
-		want   ratelimiter.Keys
+		want   wire.Keys
 	}{
-		{"api", nil, ratelimiter.Keys{
+		{"api", nil, wire.Keys{
 			Config: "api", Value: "{api}:value", ClientValue: "{api}:value:" + id,
 			Permits: "{api}:permits", ClientPermits: "{api}:permits:" + id,
 		}},
-		{"{user42}:login", nil, ratelimiter.Keys{
+		{"{user42}:login", nil, wire.Keys{
 			Config: "{user42}:login", Value: "{user42}:login:value", ClientValue: "{user42}:login:value:" + id,
 			Permits: "{user42}:login:permits", ClientPermits: "{user42}:login:permits:" + id,
 		}},
-		{"api", func(s string) string { return "svc:" + s }, ratelimiter.Keys{
+		{"api", func(s string) string { return "svc:" + s }, wire.Keys{
 			Config: "svc:api", Value: "{svc:api}:value", ClientValue: "{svc:api}:value:" + id,
 			Permits: "{svc:api}:permits", ClientPermits: "{svc:api}:permits:" + id,
 		}},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Every option of NewClient, in one place. Each states its default.
@@ -36,10 +37,18 @@ func WithNameMapper(m func(string) string) Option {
 	}
 }
 
-// WithMemberFormat sets the permit record format this client writes; the
-// default is FormatBc0I (Redisson 3.21.0 and later). Records of every
-// format are read whatever this is set to.
-func WithMemberFormat(f MemberFormat) Option {
+// WithMemberFormat sets the permit record format (the byte layout of the
+// sorted-set members, wire.Format) this client writes. This library reads
+// the count from a record's last four bytes, which works for every
+// generation, but Redisson unpacks a record with its own format: an older
+// Redisson takes the wrong bytes of a newer record as the count. Write the
+// format of the oldest Redisson in the fleet that shares the limiter:
+// wire.Bc0I for Redisson 3.17.0 and later, wire.Lc0I for 3.16.4 to 3.16.8,
+// wire.FI for 3.16.3 and earlier. An unknown format makes every call fail
+// with ErrInvalidArgument.
+//
+// default: wire.Bc0I.
+func WithMemberFormat(f wire.Format) Option {
 	return func(c *Client) {
 		if !f.Valid() {
 			c.err = errors.Join(c.err, invalid("unknown member format %d", int(f)))
@@ -81,9 +90,11 @@ func WithServerClock(on bool) Option {
 }
 
 // WithClockCheck sets how often the Client measures its clock against
-// Redis in the background after its first acquisition: 0 means
-// DefaultClockCheck (5 minutes); a negative value turns the automatic
+// Redis in the background after its first acquisition (the ClockSkew
+// hook reports it); a negative value turns the automatic
 // measurement off (MeasureClock still measures).
+//
+// default: 0, every 5 minutes.
 func WithClockCheck(every time.Duration) Option {
 	return func(c *Client) { c.skew.every = every }
 }

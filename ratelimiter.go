@@ -23,7 +23,7 @@ type Client struct {
 	id      string
 	tag     wire.Tag // written in every record (wire.New)
 	mapName func(string) string
-	format  MemberFormat
+	format  wire.Format
 	clock   func() time.Time
 	// clientClock: stamp with clock, not the server's (WithServerClock)
 	clientClock bool
@@ -54,7 +54,7 @@ type Client struct {
 // do not panic: every call then fails with an error matching
 // ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := &Client{rdb: rdb, format: FormatBc0I, clock: time.Now, maxBatch: defaultMaxBatch}
+	c := &Client{rdb: rdb, format: wire.Bc0I, clock: time.Now, maxBatch: defaultMaxBatch}
 	binary.LittleEndian.PutUint32(c.tag[:], rand.Uint32())
 	for _, o := range opts {
 		if o == nil {
@@ -97,10 +97,6 @@ func (c *Client) ID() string { return c.id }
 // what; log it at start to map tags to processes.
 func (c *Client) RecordTag() string { return hex.EncodeToString(c.tag[:]) }
 
-// Redis returns the Redis client the Client was made with, for tools that
-// read a limiter's keys directly.
-func (c *Client) Redis() redis.UniversalClient { return c.rdb }
-
 // Limiter returns the limiter called name. It sends nothing to Redis;
 // a limiter must be configured (TrySetRate or SetRate, from Go or Java)
 // before permits can be taken. An invalid name (empty, or on a cluster
@@ -134,16 +130,13 @@ func (c *Client) Limiter(name string) *Limiter {
 type Limiter struct {
 	c    *Client
 	name string
-	keys Keys
+	keys wire.Keys
 	sk   script.Keys // the keys as the scripts take them, made once
 	err  error
 }
 
 // Name returns the name the limiter was made with, before name mapping.
 func (r *Limiter) Name() string { return r.name }
-
-// Keys returns the Redis keys of the limiter, for tools that inspect it.
-func (r *Limiter) Keys() Keys { return r.keys }
 
 // stamp returns the clock argument of a script call (script.Conn.Stamp):
 // the server's clock by default, the Client's with WithServerClock(false).

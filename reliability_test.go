@@ -11,6 +11,7 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // TestLostValueKeyRecounts is issue 14's second defect: when the value key
@@ -49,11 +50,11 @@ func TestLostValueKeyRecounts(t *testing.T) {
 // a wait that cannot end in time returns after one script call.
 func TestHintNeverSpins(t *testing.T) {
 	ctx := context.Background()
-	for name, prepare := range map[string]func(rdb *redis.Client, k ratelimiter.Keys){
-		"interval 9223372036854 ms (the longest Duration)": func(rdb *redis.Client, k ratelimiter.Keys) {
+	for name, prepare := range map[string]func(rdb *redis.Client, k wire.Keys){
+		"interval 9223372036854 ms (the longest Duration)": func(rdb *redis.Client, k wire.Keys) {
 			rdb.HSet(ctx, k.Config, "interval", "9223372036854")
 		},
-		"record far in the future": func(rdb *redis.Client, k ratelimiter.Keys) {
+		"record far in the future": func(rdb *redis.Client, k wire.Keys) {
 			rdb.Del(ctx, k.Permits)
 			rdb.ZAdd(ctx, k.Permits, redis.Z{Score: 1e18, Member: string([]byte{16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 2, 0, 0, 0})})
 		},

@@ -21,37 +21,37 @@ func redisZ(permits uint32) redis.Z {
 // call returns ErrCorruptState and leaves the keys exactly as they were.
 func TestCorruptState(t *testing.T) {
 	ctx := context.Background()
-	cases := map[string]func(rdb *redis.Client, k ratelimiter.Keys){
-		"config not a hash":    func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Config); rdb.Set(ctx, k.Config, "x", 0) },
-		"rate not a number":    func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "ten") },
-		"interval fractional":  func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "1.5") },
-		"keepAlive not number": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "x") },
-		"unknown type":         func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "type", "2") },
-		"value not a number":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "lots", 0) },
-		"value a list":         func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Value); rdb.RPush(ctx, k.Value, "1") },
-		"permits a string":     func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Del(ctx, k.Permits); rdb.Set(ctx, k.Permits, "1", 0) },
-		"interval 1e13":        func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "10000000000000") },
+	cases := map[string]func(rdb *redis.Client, k wire.Keys){
+		"config not a hash":    func(rdb *redis.Client, k wire.Keys) { rdb.Del(ctx, k.Config); rdb.Set(ctx, k.Config, "x", 0) },
+		"rate not a number":    func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "ten") },
+		"interval fractional":  func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "interval", "1.5") },
+		"keepAlive not number": func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "x") },
+		"unknown type":         func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "type", "2") },
+		"value not a number":   func(rdb *redis.Client, k wire.Keys) { rdb.Set(ctx, k.Value, "lots", 0) },
+		"value a list":         func(rdb *redis.Client, k wire.Keys) { rdb.Del(ctx, k.Value); rdb.RPush(ctx, k.Value, "1") },
+		"permits a string":     func(rdb *redis.Client, k wire.Keys) { rdb.Del(ctx, k.Permits); rdb.Set(ctx, k.Permits, "1", 0) },
+		"interval 1e13":        func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "interval", "10000000000000") },
 		// Fields another client may write that Lua's doubles cannot count
 		// exactly, or that tonumber reads but Java and Config() do not.
-		"rate hex":            func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "0x10") },
-		"rate exponent":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "1e3") },
-		"rate Long.MAX_VALUE": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "9223372036854775807") },
-		"rate 2^53":           func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "9007199254740992") },
-		"rate zero":           func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "0") },
-		"rate negative":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "-5") },
-		"rate empty":          func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "rate", "") },
-		"interval zero":       func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "0") },
-		"interval negative":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "interval", "-1000") },
-		"interval 2^63": func(rdb *redis.Client, k ratelimiter.Keys) {
+		"rate hex":            func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "0x10") },
+		"rate exponent":       func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "1e3") },
+		"rate Long.MAX_VALUE": func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "9223372036854775807") },
+		"rate 2^53":           func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "9007199254740992") },
+		"rate zero":           func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "0") },
+		"rate negative":       func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "-5") },
+		"rate empty":          func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "rate", "") },
+		"interval zero":       func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "interval", "0") },
+		"interval negative":   func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "interval", "-1000") },
+		"interval 2^63": func(rdb *redis.Client, k wire.Keys) {
 			rdb.HSet(ctx, k.Config, "interval", "9223372036854775807")
 		},
-		"keepAlive 1e17": func(rdb *redis.Client, k ratelimiter.Keys) {
+		"keepAlive 1e17": func(rdb *redis.Client, k wire.Keys) {
 			rdb.HSet(ctx, k.Config, "keepAliveTime", "100000000000000000")
 		},
-		"keepAlive negative": func(rdb *redis.Client, k ratelimiter.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "-1") },
-		"value exponent":     func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "1e3", 0) },
-		"value beyond 2^53":  func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, "90071992547409930", 0) },
-		"value with space":   func(rdb *redis.Client, k ratelimiter.Keys) { rdb.Set(ctx, k.Value, " 5", 0) },
+		"keepAlive negative": func(rdb *redis.Client, k wire.Keys) { rdb.HSet(ctx, k.Config, "keepAliveTime", "-1") },
+		"value exponent":     func(rdb *redis.Client, k wire.Keys) { rdb.Set(ctx, k.Value, "1e3", 0) },
+		"value beyond 2^53":  func(rdb *redis.Client, k wire.Keys) { rdb.Set(ctx, k.Value, "90071992547409930", 0) },
+		"value with space":   func(rdb *redis.Client, k wire.Keys) { rdb.Set(ctx, k.Value, " 5", 0) },
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -154,8 +154,8 @@ func TestWeightedErrors(t *testing.T) {
 			require.NotErrorIs(t, err, ratelimiter.ErrNotInitialized)
 		})
 	}
-	require.Nil(t, none.Weights())
-	require.Equal(t, []int64{2, 0}, none.Weighted(2, 0).Weights())
+	require.Nil(t, ratelimiter.WeightsOf(none))
+	require.Equal(t, []int64{2, 0}, ratelimiter.WeightsOf(none.Weighted(2, 0)))
 
 	llm, p, rdb2, _ := llmParts(t)
 	before := partsPermits(t, rdb2, p)

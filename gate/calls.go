@@ -28,7 +28,10 @@ func ForCalls(rl *ratelimiter.Limiter, cfg ratelimiter.Config, a *ratelimiter.Co
 	case rl != nil:
 		return New(cfg, permits), rl, rl.Name(), checkConfig("Config", cfg)
 	}
-	names := a.Names()
+	names := make([]string, 0, len(a.Parts()))
+	for _, p := range a.Parts() {
+		names = append(names, p.Name())
+	}
 	if cfgs == nil {
 		cfgs = make([]ratelimiter.Config, len(names))
 	}
