@@ -82,8 +82,8 @@ func Need(t testing.TB) {
 }
 
 // skipExamples adds ^Example to the -test.skip pattern (as an alternative,
-// so that a -skip given on the command line still holds): examples print
-// what a live Redis answers and cannot skip themselves.
+// so that a -skip given on the command line still holds): most examples
+// print what a live Redis answers, and an example cannot skip itself.
 func skipExamples() error {
 	if !flag.Parsed() {
 		flag.Parse()
