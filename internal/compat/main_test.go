@@ -54,7 +54,7 @@ func redisAddr(t testing.TB) string {
 		if redistest.Required() {
 			t.Fatalf("redis-server required (CI=true): %v", srvErr)
 		}
-		t.Skipf("no redis-server: %v", srvErr)
+		t.Skipf("needs a redis-server: %v", srvErr)
 	}
 	return srv.Addr()
 }
