@@ -70,6 +70,7 @@ func TestLeaseRedisErrors(t *testing.T) {
 		require.Equal(t, s.permits, s.handed+s.returned+s.kept)
 	})
 	t.Run("SIGSTOP", func(t *testing.T) {
+		redistest.Need(t)
 		srv, err := redistest.StartWrapped(ctx, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { srv.Close() })

@@ -71,6 +71,7 @@ var limiterOps = []limiterOp{
 // names a shared one.
 func ownServer(t *testing.T, args ...string) *redistest.Server {
 	t.Helper()
+	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, err := redistest.StartWrapped(ctx, nil, args...)

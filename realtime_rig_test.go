@@ -34,6 +34,7 @@ import (
 // DEBUG and do not know the option (redis-server would not start).
 func rtDebugServerArgs(t *testing.T) []string {
 	t.Helper()
+	redistest.Need(t)
 	out, err := exec.Command(redisproc.Binary(), "--version").Output()
 	require.NoError(t, err, "%s --version", redisproc.Binary())
 	m := regexp.MustCompile(`\bv=(\d+)\.`).FindSubmatch(out)

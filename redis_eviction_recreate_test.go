@@ -69,6 +69,7 @@ type recreateResult struct {
 // for 3 s while a filler pushes a 2 MB server to evict; a call that fails
 // with ErrNotInitialized re-creates the limiter.
 func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int, interval time.Duration) recreateResult {
+	redistest.Need(t)
 	ctx := context.Background()
 	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "2mb", "--maxmemory-policy", policy, "--maxmemory-samples", "3")
 	require.NoError(t, err)
@@ -114,6 +115,7 @@ func recreateRun(t *testing.T, policy string, keepAlive time.Duration, rate int,
 // maxmemory and evicted_keys, and Evicts says which limiters' keys the
 // policy can evict.
 func TestEvictionReadsPolicy(t *testing.T) {
+	redistest.Need(t)
 	ctx := context.Background()
 	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "10mb", "--maxmemory-policy", "volatile-lru")
 	require.NoError(t, err)
@@ -136,6 +138,7 @@ func TestEvictionReadsPolicy(t *testing.T) {
 // a composite alike, and TrySetRate sets a limiter up the same way; one
 // interval later the whole rate is there.
 func TestEvictingServerStartsFull(t *testing.T) {
+	redistest.Need(t)
 	ctx := context.Background()
 	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
 	require.NoError(t, err)

@@ -63,6 +63,7 @@ const edgeSlack = 100 * time.Millisecond
 // a 2 MB server. It returns the most grants in any window of the interval
 // less edgeSlack, the grants, the keys evicted and the calls that failed.
 func evictionRun(t *testing.T, policy string, keepAlive time.Duration, rate int64, interval time.Duration) (int64, int, int64, int) {
+	redistest.Need(t)
 	ctx := context.Background()
 	srv, err := redisproc.StartWrapped(ctx, nil, "--maxmemory", "2mb", "--maxmemory-policy", policy, "--maxmemory-samples", "3")
 	require.NoError(t, err)

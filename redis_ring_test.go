@@ -19,6 +19,7 @@ import (
 // whose keys would be split are refused before anything is sent, and so
 // are composites whose parts would be on different shards.
 func TestRing(t *testing.T) {
+	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	addrs := map[string]string{}

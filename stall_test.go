@@ -48,6 +48,7 @@ func blackhole(t *testing.T) string {
 // server, rdb and the limiter's name.
 func stalledServer(t *testing.T, opts *redis.Options) (*redistest.Server, *redis.Client, string) {
 	t.Helper()
+	redistest.Need(t)
 	srv, err := redistest.StartWrapped(context.Background(), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })

@@ -18,6 +18,7 @@ import (
 // the test server and checks that every contender was measured, the
 // tables printed and the charts written. It asserts nothing about speed.
 func TestQuickRun(t *testing.T) {
+	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer

@@ -305,6 +305,7 @@ func TestRefusalHandler(t *testing.T) {
 // Fail open and fail closed, with Redis really gone: a server that was
 // closed, and a port nothing listens on.
 func TestRedisFailure(t *testing.T) {
+	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	own, err := redistest.StartWrapped(ctx, nil) // its own, even with REDIS_ADDR set: it closes it

@@ -25,6 +25,7 @@ import (
 // by Java Redisson (the compat peer) and by Go; the page is scraped over
 // HTTP and parsed with Prometheus's own text-format parser.
 func TestExporterEndToEnd(t *testing.T) {
+	redistest.Need(t)
 	const version = "4.7.0"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // set-rate writes the four config fields and the keep-alive TTL; config
@@ -93,14 +95,14 @@ func TestUpdateRate(t *testing.T) {
 // set-rate's messages name what is wrong; --version prints the build.
 func TestUsageMessages(t *testing.T) {
 	name := uniqueName(t)
-	r := failsWith(t, 2, cli(t, "set-rate", name, "--rate", "0", "--interval", "1s"))
+	r := failsWith(t, 2, cliOffline(t, "set-rate", name, "--rate", "0", "--interval", "1s"))
 	assert.Contains(t, r.stderr, "--rate must be at least 1, got 0")
-	r = failsWith(t, 2, cli(t, "set-rate", name, "--rate", "5"))
+	r = failsWith(t, 2, cliOffline(t, "set-rate", name, "--rate", "5"))
 	assert.Contains(t, r.stderr, "--interval is required")
-	r = failsWith(t, 2, cli(t, "set-rate", name))
+	r = failsWith(t, 2, cliOffline(t, "set-rate", name))
 	assert.Contains(t, r.stderr, "--rate and --interval are required")
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		r = ok(t, cli(t, args...))
+		r = ok(t, cliOffline(t, args...))
 		assert.Regexp(t, `^ratelimiter \S+ \(.*go1\.\d+`, r.stdout, args)
 	}
 }
@@ -273,6 +275,7 @@ func TestUsageErrors(t *testing.T) {
 
 // The demo subcommand keeps its own flags; a --url before it is passed on.
 func TestDemoStillRuns(t *testing.T) {
+	redistest.Need(t)
 	t.Parallel()
 	name := uniqueName(t)
 	r := ok(t, cliEnv(t, nil, "--url", "redis://"+redisAddr+"/0", "demo", "--name", name,
@@ -400,6 +403,7 @@ func assertExpiresAt(t *testing.T, rdb *redis.Client, key string, at time.Time) 
 // loopback, runs on it, and stops it: the port no longer answers after.
 // With no redis-server to find it exits 2 naming what to install.
 func TestDemoThrowawayServer(t *testing.T) {
+	redistest.Need(t)
 	r := ok(t, cliEnv(t, nil, "demo", "--rate", "5", "--interval", "1s", "--workers", "2", "--duration", "1200ms"))
 	m := regexp.MustCompile(`started a throwaway redis-server on (\S+)`).FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, "stdout %q", r.stdout)

@@ -66,6 +66,7 @@ func TestURLUserPasswordDB(t *testing.T) {
 // rediss:// connects over TLS and verifies the server's certificate (here
 // against a CA given through SSL_CERT_FILE).
 func TestTLS(t *testing.T) {
+	redistest.Need(t)
 	// StartTLS starts a server of its own even when REDIS_ADDR is set.
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
@@ -142,6 +143,7 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // refused, and --ca is refused with a file that holds no certificate or
 // with a plain redis:// URL.
 func TestTLSPrivateCA(t *testing.T) {
+	redistest.Need(t)
 	// StartTLS starts a server of its own even when REDIS_ADDR is set.
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)

@@ -22,6 +22,7 @@ import (
 // scrapes; every scrape still gets the limiter's series. Run in-process
 // so that -race watches the collector.
 func TestCollectorSharesReadings(t *testing.T) {
+	redistest.Need(t)
 	ctx := context.Background()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	srv, err := redistest.Start(sctx)

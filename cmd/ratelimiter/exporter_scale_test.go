@@ -91,6 +91,7 @@ const exporterBudgetMB = 50
 // startOwnServer starts a redis-server for this test alone.
 func startOwnServer(t *testing.T) *redistest.Server {
 	t.Helper()
+	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv, err := redistest.StartWrapped(ctx, nil)

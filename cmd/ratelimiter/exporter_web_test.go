@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // get fetches url with the given request headers through c and returns
@@ -73,7 +74,7 @@ func newLimiter(t *testing.T, name string, cfg ratelimiter.Config, take int64) {
 // exporter -h lists the exporter's flags and the connection flags, and
 // none that only writing or printing commands take.
 func TestExporterHelpListsItsFlags(t *testing.T) {
-	r := ok(t, cli(t, "exporter", "-h"))
+	r := ok(t, cliOffline(t, "exporter", "-h"))
 	var got []string
 	for _, line := range strings.Split(r.stdout, "\n") {
 		if rest, found := strings.CutPrefix(line, "  -"); found {
@@ -268,6 +269,7 @@ func TestExporterBadWebConfig(t *testing.T) {
 
 // Every --web.listen-address is served; one already in use is exit 2.
 func TestExporterListenAddresses(t *testing.T) {
+	redistest.Need(t)
 	cmd := exec.Command(bin, "exporter", "--url", "redis://"+redisAddr+"/0", "--match", uniqueName(t),
 		"--web.listen-address", "127.0.0.1:0", "--web.listen-address", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()

@@ -14,10 +14,12 @@ import (
 )
 
 // javaPeer starts a real Redisson peer (internal/compat) on the test's
-// Redis; without Java and Maven it skips, or fails under CI=true.
+// Redis; without Java and Maven it skips, or fails under CI=true, and
+// without a redis-server it skips (redistest.Need).
 func javaPeer(t *testing.T, version string) *compat.Peer {
 	t.Helper()
 	redistest.SkipIfShort(t, "the Java peer")
+	redistest.Need(t)
 	if tool := compat.ToolsMissing(); tool != "" {
 		if redistest.Required() {
 			t.Fatalf("%s required (CI=true)", tool)

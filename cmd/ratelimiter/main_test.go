@@ -50,10 +50,21 @@ type result struct {
 	code           int
 }
 
-// cli runs the binary with REDIS_URL pointing at the test server.
+// cli runs the binary with REDIS_URL pointing at the test server; it
+// skips t when there is none (redistest.Need). cliEnv runs it without.
 func cli(t testing.TB, args ...string) result {
 	t.Helper()
+	redistest.Need(t)
 	return cliEnv(t, []string{"REDIS_URL=redis://" + redisAddr + "/0"}, args...)
+}
+
+// cliOffline runs the binary with REDIS_URL at an address nothing listens
+// on (redistest.NoServerAddr), for what it answers before it connects
+// (help, usage errors, its version): those tests run without a
+// redis-server.
+func cliOffline(t testing.TB, args ...string) result {
+	t.Helper()
+	return cliEnv(t, []string{"REDIS_URL=redis://" + redistest.NoServerAddr + "/0"}, args...)
 }
 
 func cliEnv(t testing.TB, env []string, args ...string) result {

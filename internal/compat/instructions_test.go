@@ -26,6 +26,7 @@ import (
 // Run: go test ./internal/compat -run TestScriptInstructions -v
 func TestScriptInstructions(t *testing.T) {
 	needJava(t)
+	needServer(t)
 	ctx := ctxT(t, 10*time.Minute)
 	cg, err := redisproc.StartCallgrind(ctx)
 	if errors.Is(err, redisproc.ErrNoCallgrind) && !redistest.Required() {

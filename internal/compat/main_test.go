@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
@@ -52,9 +54,22 @@ func redisAddr(t testing.TB) string {
 		if redistest.Required() {
 			t.Fatalf("redis-server required (CI=true): %v", srvErr)
 		}
-		t.Skipf("no redis-server: %v", srvErr)
+		t.Skipf("needs a redis-server: %v", srvErr)
 	}
 	return srv.Addr()
+}
+
+// needServer skips t (fails it under CI) when there is no redis-server
+// binary to start (redisproc.Binary): for the tests that start a server of
+// their own instead of using redisAddr's.
+func needServer(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath(redisproc.Binary()); err != nil {
+		if redistest.Required() {
+			t.Fatalf("redis-server required (CI=true): %v", err)
+		}
+		t.Skipf("needs a redis-server: %v", err)
+	}
 }
 
 // needJava fails under CI (CI=true) and skips elsewhere when Java or Maven is missing.

@@ -48,6 +48,7 @@ import (
 // they were.
 func TestSoak(t *testing.T) {
 	needJava(t)
+	needServer(t)
 	dur := time.Minute
 	if d, err := time.ParseDuration(os.Getenv("SOAK_DURATION")); err == nil {
 		dur = d

@@ -22,10 +22,12 @@ type Cluster struct {
 // StartCluster starts a cluster and registers its stop with t.Cleanup. It
 // returns only when the cluster is healthy: cluster_state:ok everywhere and
 // every replica in sync with its master. A missing binary skips t, or fails
-// it under CI; so does -short, the contributors' quick loop.
+// it under CI; -short (the contributors' quick loop) skips it, and so does a
+// test binary whose Main started no server (Need).
 func StartCluster(ctx context.Context, t testing.TB) *Cluster {
 	t.Helper()
 	SkipIfShort(t, "Redis Cluster")
+	Need(t)
 	needBinaries(t, "redis-server", "redis-cli")
 	return &Cluster{ps: startProcSet(ctx, t, "redis-cluster.sh", "")}
 }

@@ -27,10 +27,12 @@ type Sentinel struct {
 // StartSentinel starts the setup and registers its stop with t.Cleanup. It
 // returns when both replicas are in sync and every sentinel knows the master,
 // both replicas and the two other sentinels. A missing binary skips t, or
-// fails it under CI; -short skips it.
+// fails it under CI; -short skips it, and so does a test binary whose Main
+// started no server (Need).
 func StartSentinel(ctx context.Context, t testing.TB) *Sentinel {
 	t.Helper()
 	SkipIfShort(t, "Sentinel")
+	Need(t)
 	needBinaries(t, "redis-server", "redis-sentinel", "redis-cli", "paste")
 	return &Sentinel{ps: startProcSet(ctx, t, "redis-sentinel.sh", "", "SENTINEL_MASTER_NAME="+SentinelMasterName)}
 }
@@ -43,6 +45,7 @@ func StartSentinel(ctx context.Context, t testing.TB) *Sentinel {
 func StartSentinelBehindProxy(ctx context.Context, t testing.TB) *Sentinel {
 	t.Helper()
 	SkipIfShort(t, "Sentinel")
+	Need(t)
 	needBinaries(t, "redis-server", "redis-sentinel", "redis-cli", "paste")
 	dir := t.TempDir()
 	p, err := newLinkProxy(masterPortFile(filepath.Join(dir, "master", "port")))

@@ -18,6 +18,7 @@ import (
 // READONLY, so that a cluster client reloads its slot map, and is not
 // taken for corrupt state.
 func TestReadOnlyInScriptRefreshesTopology(t *testing.T) {
+	redistest.Need(t)
 	if os.Getenv("REDIS_ADDR") != "" {
 		t.Skip("REDIS_ADDR is set: this test needs a redis-server of its own")
 	}
