@@ -53,7 +53,7 @@ func explainCmd(fs *flag.FlagSet) action {
 			if err := needClientID(c, lim); err != nil {
 				return err
 			}
-			in, err := inspect(c.ctx, c.rdb, lim)
+			in, err := inspect(c.ctx, c.rdb, name, c.keys(name))
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func inspectCmd(fs *flag.FlagSet) action {
 			if i > 0 && !c.json() {
 				fmt.Fprintln(c.stdout)
 			}
-			c.name, c.lim = name, c.client.Limiter(name)
+			c.name = name
 			err := inspectOne(c, *maxRecords)
 			if worst == nil || errors.Is(worst, errRefused) && err != nil {
 				worst = err
@@ -45,9 +45,9 @@ func inspectCmd(fs *flag.FlagSet) action {
 	}}
 }
 
-// inspectOne shows the limiter c.lim.
+// inspectOne shows the limiter c.name.
 func inspectOne(c *cli, maxRecords int) error {
-	in, err := inspect(c.ctx, c.rdb, c.lim)
+	in, err := inspect(c.ctx, c.rdb, c.name, c.keys(c.name))
 	if err != nil {
 		return err
 	}
