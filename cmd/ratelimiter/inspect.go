@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func init() {
@@ -172,7 +173,7 @@ func printInspection(w io.Writer, in *inspection) {
 				format, writer, random = "?", "?", r.RawHex
 			}
 			fmt.Fprintf(tw, "  %s\t%v\t%d\t%s\t%s\t%s\t%s\n", r.Time.Format("15:04:05.000"),
-				time.Duration(r.AgeMS)*time.Millisecond, r.Permits, format, writer, random, state)
+				wire.Millis(r.AgeMS), r.Permits, format, writer, random, state)
 		}
 		tw.Flush()
 	}
@@ -185,7 +186,7 @@ func ttlText(ms int64) string {
 	case -2:
 		return "-"
 	}
-	return (time.Duration(ms) * time.Millisecond).String()
+	return wire.Millis(ms).String()
 }
 
 // fieldsText shows a config hash's fields, sorted, each name and value

@@ -229,7 +229,7 @@ func printSweep(w io.Writer, idle []swept, truncated bool, f sweepFlags) {
 		for _, s := range idle {
 			newest := "none"
 			if s.IdleMS >= 0 {
-				newest = (time.Duration(s.IdleMS) * time.Millisecond).Round(time.Second).String() + " ago"
+				newest = wire.Millis(s.IdleMS).Round(time.Second).String() + " ago"
 			}
 			action := s.Action
 			switch {
