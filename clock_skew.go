@@ -44,10 +44,10 @@ const maxSkewNames = 64
 
 // LargeSkewFraction defines a large skew: |Offset| at least the shortest
 // interval served divided by this. A client ahead by d takes again the
-// permits of records written in the last d of the window. Measured on a
-// 50/s limiter with two saturating clients (docs/operations.md, "Clock skew"), 100 ms
-// apart (a tenth of the interval) let through 12% more than the rate on
-// average and up to 1.5 times the rate in the worst real 1 s window.
+// permits of records written in the last d of the window, so a window can
+// hold more than the rate; docs/operations.md ("Clock skew") has what
+// offsets of a tenth of the interval and more let through, and the
+// benchmark that measures it.
 const LargeSkewFraction = 10
 
 // ClockSkew is one measurement of a Client's clock against Redis.
