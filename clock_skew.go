@@ -42,9 +42,10 @@ const maxSkewNames = 64
 
 // largeSkewFraction defines a large skew (ClockSkew.Large): |Offset| at
 // least the shortest interval served divided by this. A client ahead by d
-// takes again the permits of records written in the last d of the window;
-// docs/operations.md ("Clock skew") has what a tenth of the interval let
-// through.
+// takes again the permits of records written in the last d of the window,
+// so a window can hold more than the rate; docs/operations.md ("Clock
+// skew") has what offsets of a tenth of the interval and more let through,
+// and the benchmark that measures it.
 const largeSkewFraction = 10
 
 // ClockSkew is one measurement of a Client's clock against Redis.

@@ -172,55 +172,24 @@ func (r *Limiter) Config(ctx context.Context) (Config, error) {
 	return cfg, r.wrap(err)
 }
 
-// parseConfig reads a config hash's fields (key names it in errors).
+// parseConfig reads a config hash's fields by the scripts' rule
+// (wire.ParseConfig; key names it in errors): a missing rate, interval
+// or type is ErrNotInitialized, a field the scripts refuse ErrCorruptState.
 func parseConfig(h map[string]string, key string) (Config, error) {
-	for _, f := range []string{"rate", "interval", "type"} {
-		if _, ok := h[f]; !ok {
-			return Config{}, fmt.Errorf("%w: %s has no field %s", ErrNotInitialized, key, f)
+	c, err := wire.ParseConfig(h)
+	if err != nil {
+		sentinel := ErrCorruptState
+		if errors.Is(err, wire.ErrConfigMissing) {
+			sentinel = ErrNotInitialized
 		}
+		return Config{}, fmt.Errorf("%w: %s: %w", sentinel, key, err)
 	}
-	field := func(name string, lo, hi int64) (int64, error) {
-		s, ok := h[name]
-		if !ok {
-			return 0, nil
-		}
-		if v, ok := decimal(s); ok && v >= lo && v <= hi {
-			return v, nil
-		}
-		return 0, fmt.Errorf("%w: field %s of %s is %q, not a decimal integer in [%d, %d]", ErrCorruptState, name, key, s, lo, hi)
-	}
-	rate, e1 := field("rate", 1, maxRate)
-	interval, e2 := field("interval", 1, maxFieldMs)
-	keep, e3 := field("keepAliveTime", 0, maxFieldMs)
-	if err := errors.Join(e1, e2, e3); err != nil {
-		return Config{}, err
-	}
-	var mode Mode
-	switch h["type"] {
-	case "0":
-		mode = Overall
-	case "1":
-		mode = PerClient
-	default:
-		return Config{}, fmt.Errorf("%w: type of %s is %q, not 0 or 1", ErrCorruptState, key, h["type"])
-	}
-	return Config{Mode: mode, Rate: rate, Interval: msDuration(interval), KeepAlive: msDuration(keep)}, nil
+	return Config{Mode: Mode(c.Type), Rate: c.Rate, Interval: c.Interval, KeepAlive: c.KeepAlive}, nil
 }
 
-// decimal parses s when it is ASCII digits only (no sign, no spaces, as
-// the scripts require) and its value is at most 2^53-1.
-func decimal(s string) (int64, bool) {
-	if s == "" {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v, err == nil && v <= maxRate
-}
+// decimal is wire.Decimal, the scripts' rule for a config field: ASCII
+// digits only, at most 2^53-1.
+func decimal(s string) (int64, bool) { return wire.Decimal(s) }
 
 // maxWholeMs is the longest Duration that is a whole number of ms.
 const maxWholeMs = time.Duration(math.MaxInt64) / time.Millisecond * time.Millisecond

@@ -92,22 +92,23 @@ func fillWindow(ctx context.Context, rdb *redis.Client, l *ratelimiter.Limiter, 
 	if err := l.SetRate(ctx, ratelimiter.Config{Rate: rate, Interval: window}); err != nil {
 		return err
 	}
+	k := wire.KeysFor(l.Name(), "") // l's Client maps no names; the OVERALL keys only
 	zs := make([]redis.Z, 0, 1000)
 	for i := 0; i < records; i++ {
-		m, err := wire.Encode(ratelimiter.FormatBc0I, []byte(fmt.Sprintf("%016d", i)), 1)
+		m, err := wire.Encode(wire.Bc0I, []byte(fmt.Sprintf("%016d", i)), 1)
 		if err != nil {
 			return err
 		}
 		at := now.Add(-window + time.Duration(i+1)*window/time.Duration(records+1))
 		zs = append(zs, redis.Z{Score: float64(at.UnixMilli()), Member: m})
 		if len(zs) == cap(zs) || i == records-1 {
-			if err := rdb.ZAdd(ctx, l.Keys().Permits, zs...).Err(); err != nil {
+			if err := rdb.ZAdd(ctx, k.Permits, zs...).Err(); err != nil {
 				return err
 			}
 			zs = zs[:0]
 		}
 	}
-	return rdb.Set(ctx, l.Keys().Value, rate-records, 0).Err()
+	return rdb.Set(ctx, k.Value, rate-records, 0).Err()
 }
 
 func (r *results) windowTable(w io.Writer) {

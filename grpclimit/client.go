@@ -36,8 +36,9 @@ import (
 //
 // As with httplimit.Transport, the limit holds for the clock readings of
 // the grants; give Interval a margin over the remote service's window
-// for the spread of the delay from grant to arrival (50 ms held in this
-// package's test).
+// larger than the spread of the delay from grant to arrival (docs/grpc.md,
+// "Outgoing calls", and docs/http.md, "Outgoing requests", have the
+// margins measured and the tests that measure them).
 //
 // Set the fields before the first call and do not change them after; it
 // is then safe for concurrent use.

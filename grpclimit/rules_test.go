@@ -23,6 +23,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/grpclimit"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 var (
@@ -286,7 +287,7 @@ func TestRulesCluster(t *testing.T) {
 		names := l.Names("x-key:" + key)
 		var slots []int
 		for _, name := range names {
-			k := l.Client().Limiter(name).Keys()
+			k := wire.KeysFor(name, l.Client().ID())
 			for _, redisKey := range []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits} {
 				slot, err := cl.KeySlot(ctx, redisKey)
 				require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/httplimit"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // On a real 6-node Redis Cluster, the rules of every key (plain keys,
@@ -45,7 +46,7 @@ func TestRulesCluster(t *testing.T) {
 		names := lim.Names("X-Key:" + key)
 		var slots []int
 		for _, name := range names {
-			k := lim.Client().Limiter(name).Keys()
+			k := wire.KeysFor(name, lim.Client().ID())
 			for _, redisKey := range []string{k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits} {
 				slot, err := c.KeySlot(ctx, redisKey)
 				require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/httplimit"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Rate 3 per 10s: three requests pass with the RateLimit fields counting
@@ -55,10 +56,10 @@ func TestGrantsThenRefusesWithHeaders(t *testing.T) {
 	cfg, err := rl.Config(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, ratelimiter.Config{Rate: 3, Interval: 10 * time.Second}, cfg)
-	n, err := rdb.ZCard(context.Background(), rl.Keys().Permits).Result()
+	n, err := rdb.ZCard(context.Background(), wire.KeysFor(rl.Name(), "").Permits).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n)
-	v, err := rdb.Get(context.Background(), rl.Keys().Value).Result()
+	v, err := rdb.Get(context.Background(), wire.KeysFor(rl.Name(), "").Value).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "0", v)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/httplimit"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // decisions collects what a decision hook and a ratelimiter.Hooks see.
@@ -72,7 +73,7 @@ func TestShadowServesAndReports(t *testing.T) {
 			assert.Greater(t, seen.http[i].RetryAfter, 58*time.Second)
 		}
 	}
-	n, err := rdb.ZCard(context.Background(), lim.Client().Limiter(p+"ip:127.0.0.1").Keys().Permits).Result()
+	n, err := rdb.ZCard(context.Background(), wire.KeysFor(p+"ip:127.0.0.1", "").Permits).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n, "only the grants hold permits")
 }

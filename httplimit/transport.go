@@ -31,9 +31,9 @@ var ErrLimited = errors.New("httplimit: rate limited: the permits cannot come in
 // request, so a server counting strictly per sliding window can see more
 // than the rate in one window when one window's grants arrive late and
 // the next window's on time. Give the limiter's Interval a margin over
-// the server's window: in this package's test, 50 ms kept a server of 20
-// per second at 20 under 20 parallel senders (without it, it counted up
-// to 40).
+// the server's window larger than the spread of that delay; docs/http.md
+// ("Outgoing requests") has the margins measured and the tests that
+// measure them.
 //
 // Set the fields before the first request and do not change them after;
 // it is then safe for concurrent use.

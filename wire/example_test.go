@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goredisson/ratelimiter/wire"
@@ -33,4 +34,16 @@ func ExampleSettle() {
 	recs := []wire.Record{{Score: now - 1000, Permits: 4}, {Score: now - 500, Permits: 4}}
 	fmt.Println(wire.Settle(10, &value, recs, now-1000))
 	// Output: 6
+}
+
+// Reading a limiter's config hash (HGETALL) as the scripts read it: a
+// field they refuse is a ConfigError matching ErrConfigCorrupt.
+func ExampleParseConfig() {
+	cfg, err := wire.ParseConfig(map[string]string{"rate": "10", "interval": "1000", "type": "0"})
+	fmt.Println(cfg.Rate, cfg.Interval, cfg.Type, cfg.KeepAlive, err)
+	_, err = wire.ParseConfig(map[string]string{"rate": "10", "interval": "1s", "type": "0"})
+	fmt.Println(errors.Is(err, wire.ErrConfigCorrupt), err)
+	// Output:
+	// 10 1s 0 0s <nil>
+	// true field interval is "1s", not a decimal integer in [1, 9223372036854]
 }

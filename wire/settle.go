@@ -2,7 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
-	"strconv"
+	"strings"
 )
 
 // The bounds of lua/lib.lua (EXPIRE_CHUNK, RECOUNT_MAX, MAX): expired
@@ -33,24 +33,15 @@ func ReadRecord(member string, score float64) Record {
 	return r
 }
 
-// ValueOf parses a value key as the scripts do: a decimal integer (an
-// optional '-', then digits) of at most MaxExact in magnitude. ok is false
-// for anything else, which the scripts refuse as corrupt.
+// ValueOf parses a value key as the scripts do: an optional '-', then a
+// Decimal, so a decimal integer of at most MaxExact in magnitude. ok is
+// false for anything else, which the scripts refuse as corrupt.
 func ValueOf(s string) (v int64, ok bool) {
-	digits := s
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
+	if digits, neg := strings.CutPrefix(s, "-"); neg {
+		v, ok = Decimal(digits)
+		return -v, ok
 	}
-	if digits == "" {
-		return 0, false
-	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	return v, err == nil && v >= -MaxExact && v <= MaxExact
+	return Decimal(s)
 }
 
 // Settle returns the permits available now, worked out without writing,

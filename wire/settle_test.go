@@ -111,7 +111,7 @@ func TestSettleLikeScript(t *testing.T) {
 		ok, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: b.rate, Interval: interval * time.Millisecond})
 		require.NoError(t, err)
 		require.True(t, ok)
-		k := l.Keys()
+		k := wire.KeysFor(l.Name(), "")
 		if b.value != nil {
 			require.NoError(t, rdb.Set(ctx, k.Value, *b.value, 0).Err())
 		}

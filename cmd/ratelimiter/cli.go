@@ -188,8 +188,8 @@ func (g *globals) clientOptions() []ratelimiter.Option {
 	if g.clientID != "" {
 		opts = append(opts, ratelimiter.WithClientID(g.clientID))
 	}
-	if p := g.prefix; p != "" {
-		opts = append(opts, ratelimiter.WithNameMapper(func(name string) string { return p + name }))
+	if g.prefix != "" {
+		opts = append(opts, ratelimiter.WithNameMapper(g.mapName))
 	}
 	return opts
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // globals are the flags every admin subcommand takes, before or after the
@@ -95,14 +95,14 @@ func (g *globals) loadCA() error {
 	return nil
 }
 
-func parseFormat(s string) (ratelimiter.MemberFormat, error) {
+func parseFormat(s string) (wire.Format, error) {
 	switch strings.ToLower(s) {
 	case "current", "bc0i":
-		return ratelimiter.FormatBc0I, nil
+		return wire.Bc0I, nil
 	case "lc0i":
-		return ratelimiter.FormatLc0I, nil
+		return wire.Lc0I, nil
 	case "fi":
-		return ratelimiter.FormatFI, nil
+		return wire.FI, nil
 	}
 	return 0, usagef("--format must be current, lc0i or fi, not %q", s)
 }

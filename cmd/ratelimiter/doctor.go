@@ -101,7 +101,7 @@ func (c *cli) doctorServer() check {
 }
 
 func (c *cli) doctorLua() check {
-	t, err := c.rdb.Eval(c.ctx, "return redis.call('TIME')", []string{c.lim.Keys().Config}).StringSlice()
+	t, err := c.rdb.Eval(c.ctx, "return redis.call('TIME')", []string{c.keys(c.name).Config}).StringSlice()
 	if err != nil {
 		return check{"lua", "fail", "a script calling TIME failed: " + err.Error()}
 	}
@@ -157,7 +157,7 @@ func (c *cli) doctorClock() check {
 // PER_CLIENT budgets of many client ids never expire (a process that
 // starts with a fresh id leaves its budget behind for good).
 func (c *cli) doctorTTL() check {
-	k := c.lim.Keys()
+	k := c.keys(c.name)
 	keys := []string{k.Config, k.Value, k.Permits}
 	for _, q := range []struct{ base, typ string }{{k.Value, "string"}, {k.Permits, "zset"}} {
 		found, _, err := scanBounded(c.ctx, c.rdb, []string{escapeGlob(q.base) + ":*"}, q.typ, 1000, ttlScans)

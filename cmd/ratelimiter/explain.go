@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func init() {
@@ -53,7 +54,7 @@ func explainCmd(fs *flag.FlagSet) action {
 			if err := needClientID(c, lim); err != nil {
 				return err
 			}
-			in, err := inspect(c.ctx, c.rdb, lim)
+			in, err := inspect(c.ctx, c.rdb, name, c.keys(name))
 			if err != nil {
 				return err
 			}
@@ -159,7 +160,7 @@ func printExplanation(w io.Writer, e *explanation, several bool) {
 		fmt.Fprintln(tw, "  LEAVES\tIN\tPERMITS\tWRITER\tSTAMPED")
 		for _, b := range e.Blocking {
 			fmt.Fprintf(tw, "  %s\t%v\t%d\t%s\t%s\n", b.LeavesAt.Format("15:04:05.000"),
-				(time.Duration(b.InMS) * time.Millisecond).Round(time.Millisecond), b.Permits, b.Writer, b.Time.Format("15:04:05.000"))
+				wire.Millis(b.InMS), b.Permits, b.Writer, b.Time.Format("15:04:05.000"))
 		}
 		tw.Flush()
 	}
@@ -167,5 +168,5 @@ func printExplanation(w io.Writer, e *explanation, several bool) {
 		fmt.Fprintln(w, "  the records in the window do not hold the permits out (the value and the records disagree: see inspect)")
 		return
 	}
-	fmt.Fprintf(w, "  granted in %v, unless others take those permits first\n", (time.Duration(e.WaitMS) * time.Millisecond).Round(time.Millisecond))
+	fmt.Fprintf(w, "  granted in %v, unless others take those permits first\n", wire.Millis(e.WaitMS))
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -37,7 +36,7 @@ func redissonRecord(t *testing.T, rdb *redis.Client, name string, n uint32, ms i
 	t.Helper()
 	random := make([]byte, 16)
 	_, _ = rand.Read(random)
-	m, err := wire.Encode(ratelimiter.FormatBc0I, random, n)
+	m, err := wire.Encode(wire.Bc0I, random, n)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, rdb.ZAdd(ctx, "{"+name+"}:permits", redis.Z{Score: float64(ms), Member: m}).Err())

@@ -379,7 +379,7 @@ func (x *exporter) read(ctx context.Context) (collection, error) {
 		c.limiters = append(c.limiters, st)
 	}
 	if x.prevMS > 0 && nowMS > x.prevMS {
-		c.elapsed = time.Duration(nowMS-x.prevMS) * time.Millisecond
+		c.elapsed = wire.Millis(nowMS - x.prevMS)
 	}
 	x.prevMS, x.prev = nowMS, next
 	return c, nil

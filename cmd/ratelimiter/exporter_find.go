@@ -4,10 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"math"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,7 +60,7 @@ func findLimiters(ctx context.Context, rdb redis.UniversalClient, lim findLimits
 		cmds := make([]*redis.SliceCmd, len(names))
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, n := range names {
-				cmds[i] = p.HMGet(ctx, n, "rate", "interval", "type", "keepAliveTime")
+				cmds[i] = p.HMGet(ctx, n, wire.ConfigFields()...)
 			}
 			return nil
 		})
@@ -217,33 +215,22 @@ func (b *byNameDesc) Pop() any {
 	return x
 }
 
-// configOf reads HMGET rate interval type keepAliveTime as the scripts
-// would accept it: rate and interval positive integers, type 0 or 1,
-// keepAliveTime absent or a non-negative integer. Anything else is not a
-// limiter (or one the scripts refuse).
-func configOf(vals []any) (ratelimiter.Config, bool) {
-	if len(vals) != 4 {
+// configOf reads the reply of HMGET of wire.ConfigFields by the scripts'
+// rule (wire.ParseConfig). ok is false for a hash that is not a limiter,
+// or one whose config the scripts refuse.
+func configOf(vals []any) (cfg ratelimiter.Config, ok bool) {
+	fields := wire.ConfigFields()
+	if len(vals) != len(fields) {
 		return ratelimiter.Config{}, false
 	}
-	var n [4]int64
+	h := make(map[string]string, len(fields))
 	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			if i == 3 && v == nil {
-				continue
-			}
-			return ratelimiter.Config{}, false
+		if s, ok := v.(string); ok {
+			h[fields[i]] = s
 		}
-		x, ok := wire.ValueOf(s)
-		if !ok || x < 0 {
-			return ratelimiter.Config{}, false
-		}
-		n[i] = x
 	}
-	if n[0] < 1 || n[1] < 1 || (n[2] != 0 && n[2] != 1) {
-		return ratelimiter.Config{}, false
-	}
-	return ratelimiter.Config{Rate: n[0], Interval: millis(n[1]), Mode: ratelimiter.Mode(n[2]), KeepAlive: millis(n[3])}, true
+	c, err := wire.ParseConfig(h)
+	return libConfig(c), err == nil
 }
 
 // isReply reports whether err is a reply from Redis (redis.Nil, WRONGTYPE)
@@ -251,14 +238,6 @@ func configOf(vals []any) (ratelimiter.Config, bool) {
 func isReply(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
-}
-
-// millis converts ms to a Duration, saturating past about 292 years.
-func millis(ms int64) time.Duration {
-	if ms > int64(math.MaxInt64/time.Millisecond) {
-		return math.MaxInt64
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

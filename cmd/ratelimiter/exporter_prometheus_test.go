@@ -306,7 +306,7 @@ func TestExporterWithPrometheus(t *testing.T) {
 	rdb := newRedis(t)
 	random := make([]byte, 16)
 	_, _ = rand.Read(random)
-	m, err := wire.Encode(ratelimiter.FormatBc0I, random, 2)
+	m, err := wire.Encode(wire.Bc0I, random, 2)
 	require.NoError(t, err)
 	require.NoError(t, rdb.ZAdd(ctx, "{"+overall+"}:permits", redis.Z{Score: float64(time.Now().UnixMilli()), Member: m}).Err())
 	require.NoError(t, rdb.DecrBy(ctx, "{"+overall+"}:value", 2).Err())

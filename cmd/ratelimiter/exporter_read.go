@@ -60,7 +60,7 @@ type budgetCmds struct {
 // permits key, the Redis time of the previous collection.
 func readLimiter(ctx context.Context, rdb redis.UniversalClient, f found, nowMS int64, prev map[string]int64, lim readLimits) (limiterState, error) {
 	st := limiterState{found: f}
-	keys := ratelimiter.NewClient(rdb, ratelimiter.WithClientID("exporter")).Limiter(f.name).Keys()
+	keys := wire.KeysFor(f.name, "") // f.name is the config key; no client's own pair is read
 	budgets := []budgetState{{permitsKey: keys.Permits}}
 	valueKeys := []string{keys.Value}
 	if f.cfg.Mode == ratelimiter.PerClient {
@@ -168,7 +168,7 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 
 // clientIDs returns the ids of the PER_CLIENT budgets of the limiter
 // whose keys are k, from a bounded SCAN of its value and permits keys.
-func clientIDs(ctx context.Context, rdb redis.UniversalClient, k ratelimiter.Keys, lim readLimits) ([]string, bool, error) {
+func clientIDs(ctx context.Context, rdb redis.UniversalClient, k wire.Keys, lim readLimits) ([]string, bool, error) {
 	ids := map[string]bool{}
 	truncated := false
 	for _, q := range []struct{ base, typ string }{{k.Permits, "zset"}, {k.Value, "string"}} {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Records stamped after Redis's clock: their writer's clock was ahead of
@@ -50,5 +52,5 @@ func printFuture(w io.Writer, f *futureRecords) {
 		return
 	}
 	fmt.Fprintf(w, "\nclock: %d records (%d permits) are stamped after Redis's clock (%s), the newest by %v: a client's clock is ahead of Redis\n",
-		f.Records, f.Permits, f.ServerTime.Format("15:04:05.000"), time.Duration(f.MaxLeadMS)*time.Millisecond)
+		f.Records, f.Permits, f.ServerTime.Format("15:04:05.000"), wire.Millis(f.MaxLeadMS))
 }

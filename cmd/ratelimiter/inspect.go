@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func init() {
@@ -35,7 +36,7 @@ func inspectCmd(fs *flag.FlagSet) action {
 			if i > 0 && !c.json() {
 				fmt.Fprintln(c.stdout)
 			}
-			c.name, c.lim = name, c.client.Limiter(name)
+			c.name = name
 			err := inspectOne(c, *maxRecords)
 			if worst == nil || errors.Is(worst, errRefused) && err != nil {
 				worst = err
@@ -45,9 +46,9 @@ func inspectCmd(fs *flag.FlagSet) action {
 	}}
 }
 
-// inspectOne shows the limiter c.lim.
+// inspectOne shows the limiter c.name.
 func inspectOne(c *cli, maxRecords int) error {
-	in, err := inspect(c.ctx, c.rdb, c.lim)
+	in, err := inspect(c.ctx, c.rdb, c.name, c.keys(c.name))
 	if err != nil {
 		return err
 	}
@@ -172,7 +173,7 @@ func printInspection(w io.Writer, in *inspection) {
 				format, writer, random = "?", "?", r.RawHex
 			}
 			fmt.Fprintf(tw, "  %s\t%v\t%d\t%s\t%s\t%s\t%s\n", r.Time.Format("15:04:05.000"),
-				time.Duration(r.AgeMS)*time.Millisecond, r.Permits, format, writer, random, state)
+				wire.Millis(r.AgeMS), r.Permits, format, writer, random, state)
 		}
 		tw.Flush()
 	}
@@ -185,7 +186,7 @@ func ttlText(ms int64) string {
 	case -2:
 		return "-"
 	}
-	return (time.Duration(ms) * time.Millisecond).String()
+	return wire.Millis(ms).String()
 }
 
 // fieldsText shows a config hash's fields, sorted, each name and value

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -94,7 +93,7 @@ func TestInspectDecodesRecords(t *testing.T) {
 	ok(t, cli(t, "acquire", name, "-n", "2"))
 	ok(t, cli(t, "acquire", name, "-n", "3", "--format", "lc0i"))
 	ok(t, cli(t, "--format", "fi", "acquire", name, "-n", "1"))
-	old, err := wire.Encode(ratelimiter.FormatBc0I, bytes.Repeat([]byte{0xab}, 16), 4)
+	old, err := wire.Encode(wire.Bc0I, bytes.Repeat([]byte{0xab}, 16), 4)
 	require.NoError(t, err)
 	oldScore := time.Now().Add(-2 * time.Minute).UnixMilli()
 	require.NoError(t, rdb.ZAdd(ctx, permits, redis.Z{Score: float64(oldScore), Member: old}).Err())

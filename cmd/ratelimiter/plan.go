@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // plan and apply: limits as code (docs/limits-as-code.md). plan compares a
@@ -166,7 +167,7 @@ func runPlan(argv []string, stdout, stderr io.Writer, apply bool) int {
 	cmd := standalone{name: name, register: func(fs *flag.FlagSet) { f.register(fs, apply) }, check: f.check, usage: usage}
 	return cmd.run(argv, stdout, stderr, func(se session) int {
 		client := ratelimiter.NewClient(se.rdb, se.g.clientOptions()...)
-		p, err := makePlan(se.ctx, se.rdb, client, se.g.prefix, f)
+		p, err := makePlan(se.ctx, se.rdb, se.g, f)
 		if err != nil {
 			var ue usageError
 			if errors.As(err, &ue) {
@@ -197,7 +198,8 @@ func runPlan(argv []string, stdout, stderr io.Writer, apply bool) int {
 
 // makePlan reads what Redis holds for every name of the file and every
 // existing limiter its patterns match, and compares.
-func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimiter.Client, prefix string, f planFlags) (*plan, error) {
+func makePlan(ctx context.Context, rdb redis.UniversalClient, g *globals, f planFlags) (*plan, error) {
+	prefix := g.prefix
 	p := &plan{File: f.limits.path, Limiters: []*planItem{}, Patterns: []patternReport{}}
 	// The limiters to read: explicit names first, then what the patterns
 	// match (an explicit name wins over any pattern).
@@ -241,7 +243,7 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 	cmds := make([]*redis.MapStringStringCmd, len(order))
 	_, err := rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		for i, name := range order {
-			cmds[i] = pl.HGetAll(ctx, client.Limiter(name).Keys().Config)
+			cmds[i] = pl.HGetAll(ctx, g.mapName(name))
 		}
 		return nil
 	})
@@ -272,7 +274,7 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 				}
 			}
 		}
-		key := client.Limiter(name).Keys().Config
+		key := g.mapName(name)
 		switch {
 		case isWrongType(err):
 			typ, terr := rdb.Type(ctx, key).Result()
@@ -283,12 +285,9 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, client *ratelimite
 		case len(h) == 0:
 			it.Action = "create"
 		default:
-			cfg, ok := configOf([]any{field(h, "rate"), field(h, "interval"), field(h, "type"), field(h, "keepAliveTime")})
-			if !ok {
-				it.Action, it.Problem = "problem", "corrupt config "+fieldsText(h)+": left alone"
-				if _, cerr := client.Limiter(name).Config(ctx); cerr != nil {
-					it.Problem = "corrupt config: " + configReason(cerr) + ": left alone"
-				}
+			cfg, cerr := parseConfig(name, key, h)
+			if cerr != nil {
+				it.Action, it.Problem = "problem", "corrupt config: "+configReason(cerr)+": left alone"
 				break
 			}
 			cur := limitOf(cfg)
@@ -348,17 +347,9 @@ func fromPatterns(name string, by []limitEntry) (*planItem, error) {
 	return &planItem{Name: name, Source: e.source(), Line: e.line, want: e.cfg, Config: limitOf(e.cfg)}, nil
 }
 
-// field returns a hash field as HMGET would: the string, or nil when absent.
-func field(h map[string]string, name string) any {
-	if v, ok := h[name]; ok {
-		return v
-	}
-	return nil
-}
-
 // anyConfigField reports whether a hash has any field of a limiter's config.
 func anyConfigField(h map[string]string) bool {
-	for _, f := range []string{"rate", "interval", "type", "keepAliveTime"} {
+	for _, f := range wire.ConfigFields() {
 		if _, ok := h[f]; ok {
 			return true
 		}

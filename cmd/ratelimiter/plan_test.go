@@ -302,10 +302,10 @@ func TestPlanProblems(t *testing.T) {
 			problems[l.Name] = l.Problem
 		}
 	}
-	assert.Contains(t, problems[base+"bad"], `field rate of `+base+`bad is "x"`)
-	assert.Contains(t, problems[base+"half"], "has no field interval")
+	assert.Contains(t, problems[base+"bad"], base+`bad: field rate is "x"`)
+	assert.Contains(t, problems[base+"half"], base+"half: no field interval")
 	assert.Contains(t, problems[base+"str"], "is a string, not a hash")
-	assert.Contains(t, problems[base+"m:bad"], `type of `+base+`m:bad is "7"`)
+	assert.Contains(t, problems[base+"m:bad"], base+`m:bad: field type is "7"`)
 	assert.Len(t, problems, 4)
 	assert.Equal(t, 4, p.Summary.Problems)
 

@@ -97,11 +97,13 @@ type inspection struct {
 	cfgErr    error
 }
 
-// inspect reads everything about the limiter without changing it.
-func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Limiter) (*inspection, error) {
-	k := lim.Keys()
+// inspect reads everything about the limiter name, whose keys are k,
+// without changing it. Its config hash is read once (HGETALL) and parsed
+// by the scripts' rule; a config they refuse is in cfgErr, as
+// Limiter.Config would return it.
+func inspect(ctx context.Context, rdb redis.UniversalClient, name string, k wire.Keys) (*inspection, error) {
 	now := time.Now()
-	in := &inspection{Name: lim.Name(), Now: now, ConfigKey: k.Config, Fields: map[string]string{}}
+	in := &inspection{Name: name, Now: now, ConfigKey: k.Config, Fields: map[string]string{}}
 
 	fields, err := rdb.HGetAll(ctx, k.Config).Result()
 	if err != nil {
@@ -110,12 +112,12 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, lim *ratelimiter.Li
 	in.Fields = fields
 	in.Exists = len(fields) > 0
 	if in.Exists {
-		cfg, err := lim.Config(ctx)
+		cfg, err := parseConfig(name, k.Config, fields)
 		if err != nil {
 			in.cfgErr = err
 		} else {
 			in.cfg = cfg
-			j := cfgJSON(lim.Name(), cfg)
+			j := cfgJSON(name, cfg)
 			in.Config = &j
 		}
 	}

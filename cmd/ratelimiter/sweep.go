@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func init() {
@@ -136,7 +137,7 @@ func sweep(ctx context.Context, rdb redis.UniversalClient, f sweepFlags) ([]swep
 // the common case, is not scanned; client keys left from an earlier
 // PER_CLIENT configuration are not found).
 func limiterKeys(ctx context.Context, rdb redis.UniversalClient, l found, maxScans int) ([]string, error) {
-	k := ratelimiter.NewClient(rdb, ratelimiter.WithClientID("sweep")).Limiter(l.name).Keys()
+	k := wire.KeysFor(l.name, "") // l.name is the config key; clients' pairs are found by SCAN
 	keys := []string{k.Config, k.Value, k.Permits}
 	if l.cfg.Mode != ratelimiter.PerClient {
 		return keys, nil
@@ -228,7 +229,7 @@ func printSweep(w io.Writer, idle []swept, truncated bool, f sweepFlags) {
 		for _, s := range idle {
 			newest := "none"
 			if s.IdleMS >= 0 {
-				newest = (time.Duration(s.IdleMS) * time.Millisecond).Round(time.Second).String() + " ago"
+				newest = wire.Millis(s.IdleMS).Round(time.Second).String() + " ago"
 			}
 			action := s.Action
 			switch {

@@ -54,7 +54,7 @@ func watchCmd(fs *flag.FlagSet) action {
 					case <-tick.C:
 					}
 				}
-				in, err := inspect(c.ctx, c.rdb, c.lim)
+				in, err := inspect(c.ctx, c.rdb, c.name, c.keys(c.name))
 				if err != nil {
 					if c.ctx.Err() != nil {
 						return nil

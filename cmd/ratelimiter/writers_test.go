@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -29,7 +28,7 @@ func TestWindowByWriter(t *testing.T) {
 	// What Redisson 3.21+ writes for acquire(4): 16 random bytes, no mark.
 	random := make([]byte, 16)
 	_, _ = rand.Read(random)
-	m, err := wire.Encode(ratelimiter.FormatBc0I, random, 4)
+	m, err := wire.Encode(wire.Bc0I, random, 4)
 	require.NoError(t, err)
 	require.NoError(t, rdb.ZAdd(ctx, "{"+name+"}:permits", redis.Z{Score: float64(time.Now().UnixMilli()), Member: m}).Err())
 	require.NoError(t, rdb.DecrBy(ctx, "{"+name+"}:value", 4).Err())
