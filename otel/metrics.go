@@ -233,7 +233,7 @@ func (m *Metrics) Decision(d ratelimiter.Decision) {
 	}
 	if d.Err != nil {
 		kv := append(make([]attribute.KeyValue, 0, len(a.op[op].attrs)+1), a.op[op].attrs...)
-		m.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(kv, AttrErrorType.String(d.ErrorKind()))...)))
+		m.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(append(kv, AttrErrorType.String(ratelimiter.ErrorKind(d.Err)))...)))
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/diag"
 )
 
 func init() {
@@ -109,7 +111,7 @@ func (c *cli) doctorLua() check {
 }
 
 func (c *cli) doctorEviction() check {
-	e, err := c.client.Eviction(c.ctx)
+	e, err := diag.ReadEviction(c.ctx, c.rdb)
 	if err != nil {
 		return check{"eviction", "warn", "cannot read maxmemory-policy (INFO): " + err.Error()}
 	}
@@ -124,7 +126,7 @@ func (c *cli) doctorEviction() check {
 }
 
 func (c *cli) doctorPermissions() check {
-	missing, err := c.lim.MissingPermissions(c.ctx)
+	missing, err := diag.MissingPermissions(c.ctx, c.rdb, c.keys(c.name))
 	if err != nil {
 		return check{"permissions", "fail", "the permission probe failed: " + err.Error()}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v2"
 
-	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/diag"
 	"github.com/goredisson/ratelimiter/wire"
 )
 
@@ -357,7 +357,7 @@ func (x *exporter) read(ctx context.Context) (collection, error) {
 		return c, err
 	}
 	c.truncated = res.truncated
-	if ev, err := ratelimiter.NewClient(x.rdb).Eviction(ctx); err == nil {
+	if ev, err := diag.ReadEviction(ctx, x.rdb); err == nil {
 		c.eviction = &ev
 	}
 	lim := readLimits{count: x.f.scanCount, maxScans: x.f.maxScans, maxClients: x.f.maxClients, maxRecords: x.f.maxRecords}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/diag"
 )
 
 // The exporter's metrics, from one collection. docs/prometheus.md ("Metrics")
@@ -17,10 +18,10 @@ import (
 // collection is what one pass over Redis found.
 type collection struct {
 	limiters  []limiterState
-	truncated bool                  // a SCAN or limiter bound was hit
-	elapsed   time.Duration         // since the previous successful collection, by Redis's clock; 0 on the first
-	idle      int                   // exported limiters with no TTL and no record newer than --idle
-	eviction  *ratelimiter.Eviction // nil: INFO failed (not allowed, for example)
+	truncated bool           // a SCAN or limiter bound was hit
+	elapsed   time.Duration  // since the previous successful collection, by Redis's clock; 0 on the first
+	idle      int            // exported limiters with no TTL and no record newer than --idle
+	eviction  *diag.Eviction // nil: INFO failed (not allowed, for example)
 }
 
 // render sends a collection's series to s: each limiter's, then the

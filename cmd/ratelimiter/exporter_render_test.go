@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/diag"
 )
 
 // pageOf renders what fill sends to a sink as the text format, through
@@ -88,13 +89,13 @@ func TestLabelsUniqueForAnyBytes(t *testing.T) {
 // The exporter says when the server's policy can evict limiter keys.
 func TestExporterEvictionRisk(t *testing.T) {
 	for _, tc := range []struct {
-		ev   ratelimiter.Eviction
+		ev   diag.Eviction
 		risk string
 	}{
-		{ratelimiter.Eviction{Policy: "allkeys-lru", MaxMemory: 1, EvictedKeys: 7}, "2"},
-		{ratelimiter.Eviction{Policy: "volatile-ttl", MaxMemory: 1}, "1"},
-		{ratelimiter.Eviction{Policy: "allkeys-lru"}, "0"}, // no maxmemory
-		{ratelimiter.Eviction{Policy: "noeviction", MaxMemory: 1}, "0"},
+		{diag.Eviction{Policy: "allkeys-lru", MaxMemory: 1, EvictedKeys: 7}, "2"},
+		{diag.Eviction{Policy: "volatile-ttl", MaxMemory: 1}, "1"},
+		{diag.Eviction{Policy: "allkeys-lru"}, "0"}, // no maxmemory
+		{diag.Eviction{Policy: "noeviction", MaxMemory: 1}, "0"},
 	} {
 		out := pageOf(t, func(s *sink) { render(s, collection{eviction: &tc.ev}) })
 		require.Contains(t, out, `ratelimiter_redis_eviction_risk{policy="`+tc.ev.Policy+`"} `+tc.risk+"\n")
