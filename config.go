@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -185,27 +184,6 @@ func parseConfig(h map[string]string, key string) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %s: %w", sentinel, key, err)
 	}
 	return Config{Mode: Mode(c.Type), Rate: c.Rate, Interval: c.Interval, KeepAlive: c.KeepAlive}, nil
-}
-
-// decimal is wire.Decimal, the scripts' rule for a config field: ASCII
-// digits only, at most 2^53-1.
-func decimal(s string) (int64, bool) { return wire.Decimal(s) }
-
-// maxWholeMs is the longest Duration that is a whole number of ms.
-const maxWholeMs = time.Duration(math.MaxInt64) / time.Millisecond * time.Millisecond
-
-// maxFieldMs is the longest interval or keep-alive, in ms, that a config
-// hash may hold: the longest whole-ms time.Duration, so that Config()
-// reads back what the scripts use. The scripts refuse a longer one as
-// corrupt state too (MAXMS in lua/lib.lua, acquire.lua, acquire_all.lua).
-const maxFieldMs = int64(maxWholeMs / time.Millisecond)
-
-// msDuration turns ms into a Duration, saturating at maxWholeMs.
-func msDuration(ms int64) time.Duration {
-	if ms > int64(maxWholeMs/time.Millisecond) {
-		return maxWholeMs
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // check returns the limiter's construction error, or else err.

@@ -1,14 +1,12 @@
 package ratelimiter
 
 import (
-	"math"
 	"math/big"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/goredisson/ratelimiter/internal/script"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 var digitsOnly = regexp.MustCompile(`^[0-9]+$`)
@@ -54,7 +52,7 @@ func FuzzParseConfig(f *testing.F) {
 		if !ok {
 			return
 		}
-		if cfg.Rate != r || cfg.Interval != msDuration(i) || cfg.KeepAlive != msDuration(k) || int(cfg.Mode) != int(typ[0]-'0') {
+		if cfg.Rate != r || cfg.Interval != time.Duration(i)*time.Millisecond || cfg.KeepAlive != time.Duration(k)*time.Millisecond || int(cfg.Mode) != int(typ[0]-'0') {
 			t.Fatalf("%q: got %+v", h, cfg)
 		}
 		if cfg.Interval < time.Millisecond || cfg.Interval%time.Millisecond != 0 || cfg.KeepAlive < 0 {
@@ -82,22 +80,8 @@ func FuzzTTLDuration(f *testing.F) {
 			}
 		case d < 0 || (ms < 1<<62 && ttlDuration(ms+1) < d):
 			t.Fatalf("%d: %v", ms, d)
-		case ms <= int64(maxWholeMs/time.Millisecond) && d != time.Duration(ms)*time.Millisecond:
+		case ms <= wire.MaxMS && d != time.Duration(ms)*time.Millisecond:
 			t.Fatalf("%d: %v", ms, d)
 		}
 	})
-}
-
-// TestMaxFieldMsMatchesScripts: the scripts' MAXMS is maxFieldMs, the
-// longest whole-millisecond Duration.
-func TestMaxFieldMsMatchesScripts(t *testing.T) {
-	if maxFieldMs != int64(math.MaxInt64/int64(time.Millisecond)) {
-		t.Fatalf("maxFieldMs %d", maxFieldMs)
-	}
-	want := regexp.MustCompile(`MAXMS = ` + strconv.FormatInt(maxFieldMs, 10) + `\b|MAX, MAXMS = 9007199254740991, ` + strconv.FormatInt(maxFieldMs, 10) + `\b`)
-	for name, src := range script.Sources {
-		if !want.MatchString(src) {
-			t.Errorf("%s does not set MAXMS to %d", name, maxFieldMs)
-		}
-	}
 }

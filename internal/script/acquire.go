@@ -131,29 +131,13 @@ func parseVerdicts(reply any, form string, ns []int64) ([]engine.Verdict, error)
 	return out, nil
 }
 
-// maxHint bounds wait hints: intervals up to 2^53-1 ms do not fit a
-// time.Duration.
-const maxHint = time.Duration(1<<63 - 1)
-
 // hintDuration turns a hint in ms into a Duration that is positive (a
-// refusal never says "retry now") and saturates instead of overflowing.
-func hintDuration(ms int64) time.Duration {
-	switch {
-	case ms < 1:
-		return time.Millisecond
-	case ms > int64(maxHint/time.Millisecond):
-		return maxHint
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+// refusal never says "retry now") and saturates instead of overflowing
+// (wire.Millis).
+func hintDuration(ms int64) time.Duration { return wire.Millis(max(ms, 1)) }
 
-// millis is hintDuration for lengths that may be 0.
-func millis(ms int64) time.Duration {
-	if ms <= 0 {
-		return 0
-	}
-	return hintDuration(ms)
-}
+// millis is wire.Millis for lengths that may be 0 and are never negative.
+func millis(ms int64) time.Duration { return wire.Millis(max(ms, 0)) }
 
 // newPrefix returns a fresh permit record in format f without its last
 // four bytes, which the acquire script fills with the permits granted.

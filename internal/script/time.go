@@ -3,10 +3,11 @@ package script
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Clock samples for the root's clock skew check (clock_skew.go there).
@@ -63,9 +64,9 @@ func (c *Conn) ShortestInterval(ctx context.Context, keys []string) (time.Durati
 		if err != nil {
 			continue // absent, or not a string: not a limiter now
 		}
-		ms, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || ms < 1 || ms > int64(maxHint/time.Millisecond) {
-			continue
+		ms, ok := wire.Decimal(s)
+		if !ok || ms < 1 || ms > wire.MaxMS {
+			continue // not an interval the scripts take
 		}
 		if d := time.Duration(ms) * time.Millisecond; shortest == 0 || d < shortest {
 			shortest = d
