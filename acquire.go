@@ -6,7 +6,12 @@ import (
 	"time"
 
 	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/wire"
 )
+
+// MaxPermits is the most permits one call can take or give back: the wire
+// format stores the count in 32 bits.
+const MaxPermits = wire.MaxPermits
 
 // Result is the outcome of one non-blocking acquisition: everything an
 // HTTP or gRPC layer needs for its rate-limit headers, from the

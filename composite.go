@@ -258,14 +258,14 @@ func (t *compositeTarget) MaxWeight() int64 { return t.maxW }
 // maxWeight is the largest weight: n × maxWeight permits go into one record.
 func (a *Composite) maxWeight() int64 { return a.maxW }
 
-// GiveBack runs lua/release_all.lua: n permits (times the weights) back
+// GiveBack runs internal/script/lua/release_all.lua: n permits (times the weights) back
 // to the parts, in one script call.
 func (t *compositeTarget) GiveBack(ctx context.Context, n int64) error {
 	a := (*Composite)(t)
 	return a.named(a.partErr(a.c.conn.ReleaseAll(ctx, &a.sp, n)))
 }
 
-// Decide runs the composite's acquire script (lua/acquire_all.lua) once
+// Decide runs the composite's acquire script (internal/script/lua/acquire_all.lua) once
 // for the permits ns, in order, and returns one verdict for each; errors
 // of one part name it.
 func (t *compositeTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {

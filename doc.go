@@ -9,30 +9,34 @@
 // mapping from Redisson's Java methods.
 package ratelimiter
 
-// A map for contributors. The root is flat and grouped by file prefix:
+// A map for contributors. The package tree shows the architecture; imports
+// run one way, from the face down:
 //
-//   - ratelimiter.go, config.go, acquire.go, permits.go, expire.go,
-//     timerate.go, hooks.go, errors.go: the API (Client, options, Limiter
-//     and its calls, Result, Hooks, the sentinel errors).
-//   - composite*.go: Client.All, several limiters taken from at once.
-//   - combine_*.go: the combining engine. A lane per limiter in use
-//     (combine_lane.go) sends one acquire script call for many callers
-//     (combine_batch.go), blocked callers wait in its FIFO
-//     (combine_waiters.go), WithMaxBatch(1) goes around it
-//     (combine_direct.go), and refusals are answered locally for their
-//     hint (combine_localrefusal.go). fairness.go spreads the wakes
-//     beside other writers.
-//   - lease.go, combine_lease.go, combine_leasecall.go, lease_return.go:
-//     leased permits (WithLeases): the options and events, the fast path,
-//     the lease call from the lane, and the returns and Client.Close.
-//   - redis_*.go: the Redis plumbing: running the scripts (redis_exec.go,
-//     redis_scripts.go, lua/), Cluster slot map reloads, WithReplicaAck,
-//     the user's permissions and the server's eviction policy.
-//   - clock*.go: stamps and clock skew against Redis TIME.
-//   - wire.go: the root's names for the wire package's types.
+//	ratelimiter (this package: the face)
+//	  ├─► internal/engine: lanes, batches, waiters, local refusals,
+//	  │     fair wakes, probes and leases, above the script call
+//	  ├─► internal/script: the Lua scripts, their calls and replies,
+//	  │     and the Redis plumbing around them
+//	  └─► wire: the protocol's rules (keys, records, settling, config)
 //
-// The protocol has its own package, wire/: keys and slots, the record
-// codec and the settle rules, the one Go home of rules the Lua scripts
-// also hold. Tests: *_test.go beside the code; the harnesses that start
-// servers live in internal/redistest and internal/redisproc, the Java
+// This package holds what a user calls: ratelimiter.go (Client, Limiter),
+// options.go (every option and its default), config.go (Config,
+// TrySetRate, SetRate, UpdateRate), acquire.go (Result, Allow, TryAcquire,
+// the waits), permits.go (Release, AvailablePermits), expire.go,
+// composite.go (Client.All, Weighted), lease.go (LeaseOptions, LeaseEvent,
+// Close), hooks.go (Hooks, Decision), clock_skew.go (ClockSkew,
+// MeasureClock), errors.go (the sentinel errors, LimiterError) and
+// target.go, the engine's view of a Limiter and a Composite.
+//
+// internal/engine decides acquisitions without Redis: every Redis call goes
+// through its Target (one script call per decision), which target.go
+// implements over internal/script. Its tests run on a fake target with a
+// fake clock. internal/script never imports this package either: it
+// returns the engine's verdicts and sentinel errors that this package
+// exports under the same names.
+//
+// Packages for users beside the face: timerate (x/time/rate's method
+// names), diag (eviction and permission checks for tools), httplimit and
+// gate (HTTP middleware); other modules hold the CLI, otel and grpclimit.
+// Test rigs live in internal/redistest and internal/redisproc, the Java
 // suite in internal/compat. CONTRIBUTING.md has the commands.

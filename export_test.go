@@ -25,7 +25,7 @@ func CompositePending(a *Composite) int { return a.c.eng.Pending(a.target().Lane
 // CompositeWaiters is Waiters for a composite's set of parts.
 func CompositeWaiters(a *Composite) int { return a.c.eng.Waiters(a.target().LaneKey()) }
 
-// AcquireAllSource is lua/acquire_all.lua.
+// AcquireAllSource is internal/script/lua/acquire_all.lua.
 var AcquireAllSource = script.Sources["acquire_all.lua"]
 
 // GrantedAny is grantedAny.

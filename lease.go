@@ -16,7 +16,7 @@ import (
 // (Redisson reads it as any record), and hands them out to its callers
 // without a Redis call until they run out or the lease's deadline passes,
 // Duration after the call was sent. What it did not hand out it gives
-// back by shrinking that record (lua/lease_return.lua), so that in the
+// back by shrinking that record (internal/script/lua/lease_return.lua), so that in the
 // end the record holds the permits its callers got.
 //
 //	caller ──► live lease holds n? ──yes──► granted here, no Redis call

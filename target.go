@@ -34,12 +34,12 @@ func (t *limiterTarget) MaxWeight() int64 { return 1 }
 
 func (t *limiterTarget) Name() string { return t.name }
 
-// Decide runs lua/acquire.lua once for the permits ns.
+// Decide runs internal/script/lua/acquire.lua once for the permits ns.
 func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
 	return t.c.conn.Acquire(ctx, t.sk, f, ns)
 }
 
-// GiveBack runs lua/release.lua: n permits back, out of the newest records.
+// GiveBack runs internal/script/lua/release.lua: n permits back, out of the newest records.
 func (t *limiterTarget) GiveBack(ctx context.Context, n int64) error {
 	_, err := t.lim().eval(ctx, script.Release, t.sk.All, n, t.c.stamp())
 	return err
@@ -51,14 +51,14 @@ func (t *limiterTarget) Census(ctx context.Context, max int) (time.Duration, []e
 	return t.c.conn.Census(ctx, t.keys, max)
 }
 
-// Lease runs lua/lease.lua; its error names the limiter.
+// Lease runs internal/script/lua/lease.lua; its error names the limiter.
 func (t *limiterTarget) Lease(ctx context.Context, call engine.LeaseCall) engine.LeaseReply {
 	r := t.c.conn.Lease(ctx, t.sk, call)
 	r.Err = t.lim().wrap(r.Err)
 	return r
 }
 
-// ReturnLease runs lua/lease_end.lua: the idempotent return of u permits
+// ReturnLease runs internal/script/lua/lease_end.lua: the idempotent return of u permits
 // of the lease record member; its error names the limiter.
 func (t *limiterTarget) ReturnLease(ctx context.Context, member []byte, u int64) engine.ReturnReply {
 	r := t.c.conn.ReturnLease(ctx, t.sk, member, u)

@@ -44,7 +44,7 @@ func ReadEviction(ctx context.Context, rdb redis.UniversalClient) (Eviction, err
 }
 
 // MissingPermissions probes which commands the Redis user of rdb may not
-// run on the keys of the limiter k (one script call, lua/probe.lua), and
+// run on the keys of the limiter k (one script call, internal/script/lua/probe.lua), and
 // returns them per operation that needs them after its first write
 // ("Release", "TrySetRate", "acquire" for Allow, TryAcquire and the
 // waits, "composite", "lease return" for WithLeases, ...); an empty map

@@ -11,7 +11,7 @@ import (
 // MaxMS is the longest interval or keep-alive, in ms, that a config hash
 // may hold: the longest whole-millisecond time.Duration, so that a Config
 // read back holds what the scripts use. The scripts refuse a longer one as
-// corrupt state (MAXMS in lua/lib.lua, acquire.lua, acquire_all.lua;
+// corrupt state (MAXMS in internal/script/lua/lib.lua, acquire.lua, acquire_all.lua;
 // TestBoundsMatchLua reads it from them).
 const MaxMS = math.MaxInt64 / int64(time.Millisecond)
 
@@ -88,7 +88,7 @@ func fieldRange(field string) (lo, hi int64) {
 }
 
 // ParseConfig reads a config hash (HGETALL) by the scripts' rule
-// (lua/lib.lua, limiter()): rate, interval and type present; rate in [1,
+// (internal/script/lua/lib.lua, limiter()): rate, interval and type present; rate in [1,
 // MaxExact], interval in [1, MaxMS], keepAliveTime absent or in [0,
 // MaxMS], each a Decimal; type "0" or "1". It returns the Config, or a
 // *ConfigError: for the first of rate, interval and type that is absent

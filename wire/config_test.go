@@ -26,7 +26,7 @@ func TestMaxMSMatchesLua(t *testing.T) {
 	want := regexp.MustCompile(`\bMAXMS = ` + strconv.FormatInt(wire.MaxMS, 10) + `\b|MAX, MAXMS = ` +
 		strconv.FormatInt(wire.MaxExact, 10) + `, ` + strconv.FormatInt(wire.MaxMS, 10) + `\b`)
 	for _, f := range []string{"lib.lua", "acquire.lua", "acquire_all.lua"} {
-		src, err := os.ReadFile("../lua/" + f)
+		src, err := os.ReadFile("../internal/script/lua/" + f)
 		require.NoError(t, err)
 		require.Regexp(t, want, string(src), "%s does not set MAXMS to %d", f, wire.MaxMS)
 	}
@@ -149,7 +149,7 @@ return {rate, interval, keep, typ}
 func TestParseConfigLikeScript(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t, redisAddr)
-	lib, err := os.ReadFile("../lua/lib.lua")
+	lib, err := os.ReadFile("../internal/script/lua/lib.lua")
 	require.NoError(t, err)
 	probe := redis.NewScript(string(lib) + limiterProbe)
 	numbers := []string{"", "0", "1", "7", "010", "0000000000000000000009", "-1", "-0", "+1", " 5", "5 ", "1e3", "0x10", "10.0", "lots",

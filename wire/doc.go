@@ -2,7 +2,7 @@
 // reads and writes it (docs/protocol.md): the keys of a limiter and their
 // Cluster slot, the fields of its config hash, the byte layout of a permit
 // record, and the rules by which a window settles. It is the one Go home
-// of rules that also live in the Lua scripts (lua/lib.lua); the tests of
+// of rules that also live in the Lua scripts (internal/script/lua/lib.lua); the tests of
 // this package hold the two together against a real Redis.
 //
 // Applications use the root package; this one is for tools that read

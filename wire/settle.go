@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The bounds of lua/lib.lua (EXPIRE_CHUNK, RECOUNT_MAX, MAX): expired
+// The bounds of internal/script/lua/lib.lua (EXPIRE_CHUNK, RECOUNT_MAX, MAX): expired
 // records released per call, records read to recount a window, and the
 // largest exact integer a value may hold. TestBoundsMatchLua reads them
 // from the script.
@@ -45,7 +45,7 @@ func ValueOf(s string) (v int64, ok bool) {
 }
 
 // Settle returns the permits available now, worked out without writing,
-// as lua/lib.lua's settle() finds them (what AvailablePermits returns,
+// as internal/script/lua/lib.lua's settle() finds them (what AvailablePermits returns,
 // and what an acquisition starts from): rate is the limiter's, value its
 // value key (nil: absent), recs its records in score order and cutoff now
 // minus the interval, in ms. Records at or before cutoff have left the
@@ -79,7 +79,7 @@ func Settle(rate int64, value *int64, recs []Record, cutoff int64) int64 {
 		v += released
 	}
 	// Records gone while the value says permits are out: the value stands
-	// (lua/lib.lua; the next refused acquisition writes a record of them).
+	// (internal/script/lua/lib.lua; the next refused acquisition writes a record of them).
 	return max(0, v)
 }
 

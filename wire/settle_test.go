@@ -22,7 +22,7 @@ var redisAddr string
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, nil)) }
 
-// The bounds are the script's: read from lua/lib.lua.
+// The bounds are the script's: read from internal/script/lua/lib.lua.
 func TestBoundsMatchLua(t *testing.T) {
 	lib, err := os.ReadFile("../internal/script/lua/lib.lua")
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func FuzzValueOf(f *testing.F) {
 // TestSettleLikeScript: on random budgets (a value or none, records in and
 // out of the window, Redisson's and this library's, counts that overflow
 // the rate), wire.Settle finds what AvailablePermits returns, which runs
-// lua/lib.lua's settle(). Two budgets past the bounds (more expired
+// internal/script/lua/lib.lua's settle(). Two budgets past the bounds (more expired
 // records than ExpireChunk, more live ones than RecountMax) hold the
 // bounds to the script's too.
 func TestSettleLikeScript(t *testing.T) {
