@@ -110,7 +110,7 @@ func (e *Engine) waitUntil(ctx context.Context, t Target, n int64, limit time.Ti
 		ok, err = e.waitQueued(wctx, t, n, limit, o)
 	}
 	// The batch's own context (lane.go) may reach the same deadline first.
-	if wctx != ctx && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(own) {
+	if wctx != ctx && errors.Is(err, context.DeadlineExceeded) && !e.time.Now().Before(own) {
 		err = fmt.Errorf("ratelimiter: no answer from Redis within the timeout: %w", context.DeadlineExceeded)
 	}
 	return ok, err

@@ -29,7 +29,7 @@ func (e *Engine) direct(ctx context.Context, t Target, n int64, detail bool) ans
 // waitDirect is wait without combining.
 func (e *Engine) waitDirect(ctx context.Context, p Target, n int64, limit time.Time, d *Outcome) (bool, error) {
 	ctxDeadline, hasDeadline := ctx.Deadline()
-	var timer *time.Timer
+	var timer Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -46,7 +46,7 @@ func (e *Engine) waitDirect(ctx context.Context, p Target, n int64, limit time.T
 		}
 		hint := a.v.Res.RetryAfter
 		d.RetryAfter = hint
-		wake := time.Now().Add(hint)
+		wake := e.time.Now().Add(hint)
 		if !limit.IsZero() && wake.After(limit) {
 			return false, nil
 		}
@@ -55,17 +55,17 @@ func (e *Engine) waitDirect(ctx context.Context, p Target, n int64, limit time.T
 				hint, context.DeadlineExceeded)
 		}
 		if timer == nil {
-			timer = time.NewTimer(hint)
+			timer = e.time.NewTimer(hint)
 		} else {
 			timer.Reset(hint)
 		}
-		slept := time.Now()
+		slept := e.time.Now()
 		select {
 		case <-ctx.Done():
-			d.Waited += time.Since(slept)
+			d.Waited += e.time.Now().Sub(slept)
 			return false, ctx.Err()
-		case <-timer.C:
-			d.Waited += time.Since(slept)
+		case <-timer.C():
+			d.Waited += e.time.Now().Sub(slept)
 		}
 	}
 }

@@ -57,7 +57,7 @@ type Reply struct {
 	Verdicts  []Verdict
 	Err       error // for every request: Redis, config or state errors
 	RoundTrip time.Duration
-	SentAt    time.Time // the Engine's clock when the deciding call was sent; zero: not known
+	SentAt    time.Time // the Client's clock (Options.Clock) when the deciding call was sent; zero: not known
 }
 
 // interval returns the limiter's interval from r's verdicts, 0 when none
@@ -142,9 +142,18 @@ type Options struct {
 	Foreign int
 	// NoLocal turns local refusals off.
 	NoLocal bool
-	// Clock is the Client's clock (local refusals and the sent time of
-	// calls). nil: time.Now.
+	// Clock is the Client's clock (WithClock): local refusals are dated
+	// by it against the sent time of calls, which the Target reads from
+	// it too. nil: Time's Now.
 	Clock func() time.Time
+	// Time is the Engine's own time: when waiters wake, how long they
+	// waited, leases' deadlines, the fleet's census and spread (see
+	// Clock, the interface). nil: the runtime's. Tests inject a fake.
+	Time Clock
+	// Draw returns the delay of one waiter's own wake beside other
+	// writers: uniform in [0, bound), bound > 0. nil: math/rand/v2's.
+	// Tests inject a fixed one.
+	Draw func(bound time.Duration) time.Duration
 	// Probe says whether now is in a probe window; nil: the wall clock's.
 	Probe ProbeClock
 	// Leases turns leased permits on; nil: off.
@@ -160,7 +169,9 @@ type Engine struct {
 	unfair   bool
 	foreign  int
 	noLocal  bool
-	clock    func() time.Time
+	clock    func() time.Time // the Client's (Options.Clock)
+	time     Clock            // the Engine's (Options.Time); never nil
+	draw     func(time.Duration) time.Duration
 	probe    ProbeClock
 	onLease  func(LeaseEvent)
 	refusals refusals
@@ -171,18 +182,24 @@ type Engine struct {
 // New returns an Engine with o.
 func New(o Options) *Engine {
 	e := &Engine{maxBatch: o.MaxBatch, unfair: o.Unfair, foreign: o.Foreign, noLocal: o.NoLocal,
-		clock: o.Clock, probe: o.Probe, onLease: o.OnLease}
+		clock: o.Clock, time: o.Time, draw: o.Draw, probe: o.Probe, onLease: o.OnLease}
 	if e.maxBatch < 1 {
 		e.maxBatch = 1
 	}
+	if e.time == nil {
+		e.time = realClock{}
+	}
 	if e.clock == nil {
-		e.clock = time.Now
+		e.clock = e.time.Now
+	}
+	if e.draw == nil {
+		e.draw = randomDraw
 	}
 	if e.probe == nil {
 		e.probe = probeWindow
 	}
 	if o.Leases != nil {
-		e.leases = newLeasing(*o.Leases)
+		e.leases = newLeasing(*o.Leases, e.time)
 	}
 	return e
 }

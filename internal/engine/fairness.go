@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/goredisson/ratelimiter/wire"
@@ -75,6 +74,7 @@ type fleet struct {
 	blocked   int
 	granted   tally
 	perWaiter bool // a census weighed per waiter (weigh)
+	censuses  int  // censuses ended, failed ones too (tests wait for them)
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -126,23 +126,24 @@ func (e *Engine) blocking(key string, delta int, granted int64) {
 	}
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
-	f := e.lanes.fleetOf(key, 0)
+	now := e.time.Now()
+	f := e.lanes.fleetOf(key, 0, now)
 	f.blocked = max(f.blocked+delta, 0)
 	if granted > 0 && f.interval > 0 {
-		f.granted.add(time.Now(), f.interval, granted)
+		f.granted.add(now, f.interval, granted)
 	}
 }
 
-// fleetOf returns the fleet of l's limiter, making it if needed; interval
-// (from a reply; 0 when it did not say) updates what the fleet knows.
-// Call with lanes.mu held.
-func (ls *lanes) fleetOf(key string, interval time.Duration) *fleet {
+// fleetOf returns the fleet of l's limiter, making it if needed (and
+// sweeping stale ones at now); interval (from a reply; 0 when it did not
+// say) updates what the fleet knows. Call with lanes.mu held.
+func (ls *lanes) fleetOf(key string, interval time.Duration, now time.Time) *fleet {
 	f := ls.fleets[key]
 	if f == nil {
 		if ls.fleets == nil {
 			ls.fleets = make(map[string]*fleet)
 		}
-		ls.sweepFleets(time.Now())
+		ls.sweepFleets(now)
 		f = &fleet{spread: spreadStart}
 		ls.fleets[key] = f
 	}
@@ -191,8 +192,8 @@ func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	if e.unfair || e.maxBatch == 1 || !ok {
 		return wake, false
 	}
-	now := time.Now()
-	f := e.lanes.fleetOf(l.key, interval)
+	now := e.time.Now()
+	f := e.lanes.fleetOf(l.key, interval, now)
 	f.refusedAt = now
 	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
@@ -200,7 +201,7 @@ func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	}
 	at, own := wake, false
 	if f.shared(now) {
-		at, own = wake.Add(f.draw()-hintPad), true
+		at, own = wake.Add(e.draw(f.spread)-hintPad), true
 	}
 	at = q.capped(at)
 	if own {
@@ -222,12 +223,12 @@ func (e *Engine) deferred(l *lane, q *request) (time.Time, bool) {
 	if e.unfair || e.maxBatch == 1 {
 		return time.Time{}, false
 	}
-	now := time.Now()
+	now := e.time.Now()
 	f := e.lanes.fleets[l.key]
 	if !f.shared(now) || now.Sub(f.refusedAt) > f.interval {
 		return time.Time{}, false
 	}
-	at := q.capped(now.Add(f.draw()))
+	at := q.capped(now.Add(e.draw(f.spread)))
 	return at, at.After(now)
 }
 
@@ -259,18 +260,19 @@ func (e *Engine) census(lim Limiter, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), censusTimeout)
 	defer cancel()
 	iv, zs, err := lim.Census(ctx, censusRecords)
-	if err != nil || iv <= 0 || len(zs) == 0 {
-		return
-	}
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[key]
 	if f == nil {
 		return
 	}
+	f.censuses++
+	if err != nil || iv <= 0 || len(zs) == 0 {
+		return
+	}
 	f.interval = iv
 	ours, others := sides(zs, f.interval)
-	now := time.Now()
+	now := e.time.Now()
 	a, b := e.weigh(f, now, ours, others)
 	f.step(now, a, b)
 }
@@ -342,10 +344,9 @@ func (f *fleet) step(now time.Time, ours, others float64) {
 	}
 }
 
-// draw returns the delay after its hint of one waiter's own wake: each
-// waiter draws its own, so that the Go waiters spread their calls as
-// independent retries do.
-func (f *fleet) draw() time.Duration { return rand.N(f.spread) }
+// The delay after its hint of one waiter's own wake is e.draw(f.spread)
+// (Options.Draw): each waiter draws its own, so that the Go waiters
+// spread their calls as independent retries do.
 
 // ownWakes reports whether l's refused waiters wait each on its own
 // (other writers share the limiter), rather than in the lane's queue.
@@ -355,5 +356,5 @@ func (e *Engine) ownWakes(l *lane) bool {
 	}
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
-	return e.lanes.fleets[l.key].shared(time.Now())
+	return e.lanes.fleets[l.key].shared(e.time.Now())
 }

@@ -151,9 +151,10 @@ func TestRefusedWakeBounds(t *testing.T) {
 
 func TestFleetsSwept(t *testing.T) {
 	var ls lanes
+	now := time.Unix(1000, 0)
 	for i := 0; i < 1000; i++ {
-		f := ls.fleetOf(string(rune('a'+i%26))+string(rune(i)), time.Millisecond)
-		f.censusAt = time.Now().Add(-time.Second)
+		f := ls.fleetOf(string(rune('a'+i%26))+string(rune(i)), time.Millisecond, now)
+		f.censusAt = now.Add(-time.Second)
 	}
 	if len(ls.fleets) > 100 {
 		t.Errorf("%d fleets kept of 1000 stale ones", len(ls.fleets))

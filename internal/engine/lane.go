@@ -28,8 +28,8 @@ type lane struct {
 	waiting []*request // blocked callers, head first (waiters.go)
 	flying  int        // waiters in the call in flight
 	due     bool       // the head waiter's hint has passed
-	timer   *time.Timer
-	wakeAt  time.Time // when timer fires; zero when not armed
+	timer   Timer      // of the Engine's Clock; nil until first armed
+	wakeAt  time.Time  // when timer fires; zero when not armed
 }
 
 // lanes holds the lanes of one Client. One mutex guards every lane's
@@ -102,13 +102,13 @@ func newRequest(ctx context.Context, p Target, n int64, detail bool) *request {
 }
 
 // answer delivers a to q unless its caller has gone; it reports whether q
-// took it.
-func (q *request) answer(a answer) bool {
+// took it. A waiter's wait is counted on c.
+func (q *request) answer(a answer, c Clock) bool {
 	if !q.state.CompareAndSwap(reqWaiting, reqAnswered) {
 		return false
 	}
 	if !q.queued.IsZero() {
-		a.waited = time.Since(q.queued)
+		a.waited = c.Now().Sub(q.queued)
 	}
 	q.done <- a
 	return true
@@ -162,7 +162,7 @@ func (e *Engine) await(l *lane, q *request) answer {
 	e.lanes.mu.Unlock()
 	a := answer{err: q.ctx.Err()}
 	if !q.queued.IsZero() {
-		a.waited = time.Since(q.queued)
+		a.waited = e.time.Now().Sub(q.queued)
 	}
 	return a
 }
@@ -272,7 +272,7 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 	case len(batch) == 1 && !batch[0].detail:
 		form.Kind = Single
 	}
-	sent := time.Now()
+	sent := e.time.Now()
 	if hold := e.batchHold(l, batch, sent); hold > 0 {
 		if form.Kind == Single {
 			form.Kind = Table // the single form has no room for a hold
@@ -281,7 +281,7 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 	}
 	b := e.call(ctx, leave, batch[0].p, form, ns)
 	if form.Hold > 0 {
-		noteHolds(batch, &b, sent, form.Hold)
+		noteHolds(batch, &b, sent, form.Hold, e.time.Now())
 	}
 	if lim != nil {
 		e.leases.observeBatch(lim, b)
@@ -299,7 +299,7 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 			refused, hints = append(refused, q), append(hints, a.v.Res.RetryAfter)
 			continue
 		}
-		if !q.answer(a) && a.err == nil && a.v.Res.Granted {
+		if !q.answer(a, e.time) && a.err == nil && a.v.Res.Granted {
 			giveBack += q.n
 		}
 	}

@@ -26,6 +26,7 @@ const (
 
 // leasing is a Client's lease state (nil when leases are off).
 type leasing struct {
+	time   Clock // the Engine's
 	opts   LeaseOptions
 	share  int64       // opts.Share in millionths, as lease.lua takes it
 	closed atomic.Bool // Close was called: no new lease
@@ -82,7 +83,7 @@ type lease struct {
 	ended   bool
 	refused bool // none of it handed out beyond its call's callers: not sized from
 	endedAt time.Time
-	timer   *time.Timer
+	timer   Timer // its deadline, on the Engine's Clock
 	// For the Results of local grants: the reply's figures.
 	limit     int64
 	interval  time.Duration
@@ -91,8 +92,8 @@ type lease struct {
 	repliedAt time.Time
 }
 
-func newLeasing(o LeaseOptions) *leasing {
-	return &leasing{opts: o, share: int64(math.Round(o.Share * ShareScale))}
+func newLeasing(o LeaseOptions, c Clock) *leasing {
+	return &leasing{time: c, opts: o, share: int64(math.Round(o.Share * ShareScale))}
 }
 
 // lane returns the lease state of lim, making it if needed, locked.
@@ -102,7 +103,7 @@ func (ls *leasing) lane(lim Limiter) *leaseLane {
 		v, ok := ls.m.Load(key)
 		if !ok {
 			if ls.n.Load() >= maxLeaseLanes {
-				ls.sweep(time.Now())
+				ls.sweep(ls.time.Now())
 			}
 			var loaded bool
 			if v, loaded = ls.m.LoadOrStore(key, &leaseLane{lim: lim}); !loaded {
@@ -173,7 +174,7 @@ func (ls *leasing) take(lim Limiter, n int64, counted bool) (Result, bool) {
 		return Result{}, false
 	}
 	ll := ls.lane(lim)
-	now := time.Now()
+	now := ls.time.Now()
 	if !counted {
 		ll.count(now, n, ls.opts.Duration)
 	}
@@ -217,7 +218,7 @@ func (ls *leasing) refill(lim Limiter, n int64) int64 {
 	ll := ls.lane(lim)
 	defer ll.mu.Unlock()
 	l := ll.cur
-	if l == nil || !time.Now().Before(l.until) {
+	if l == nil || !ls.time.Now().Before(l.until) {
 		return 0
 	}
 	x := min(n, l.handed)

@@ -34,7 +34,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 			continue // answered already (lane.go, await)
 		}
 		if res, ok := ls.take(lim, q.n, true); ok {
-			if !q.answer(answer{v: Verdict{Res: res}, leased: true}) {
+			if !q.answer(answer{v: Verdict{Res: res}, leased: true}, e.time) {
 				left += q.n
 			}
 			continue
@@ -56,7 +56,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 	}
 	defer ls.work.done()
 	ll := ls.lane(lim)
-	now := time.Now()
+	now := e.time.Now()
 	want, ok := ll.plan(now, need, ls.opts, ls.share)
 	if !ok {
 		ll.mu.Unlock()
@@ -79,7 +79,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 		// calling stays set until the reply comes (callLease): no other
 		// lease call of the lane meanwhile.
 		for _, q := range rest {
-			q.answer(answer{err: r.Err, roundTrip: r.RoundTrip, batch: len(rest)})
+			q.answer(answer{err: r.Err, roundTrip: r.RoundTrip, batch: len(rest)}, e.time)
 		}
 		return nil, true
 	case r.Denied && r.Granted == 0:
@@ -91,7 +91,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 	case r.Err != nil && !r.AckShort:
 		ls.idle(ll, r, false)
 		for _, q := range rest {
-			q.answer(answer{err: r.Err, roundTrip: r.RoundTrip, batch: len(rest)})
+			q.answer(answer{err: r.Err, roundTrip: r.RoundTrip, batch: len(rest)}, e.time)
 		}
 		return nil, true
 	case r.Granted == 0:
@@ -100,7 +100,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 	case r.Err != nil: // a replica ack fell short: fail closed, as acquire does
 		ls.idle(ll, r, false)
 		for _, q := range rest {
-			q.answer(answer{v: Verdict{Err: r.Err}, roundTrip: r.RoundTrip, batch: len(rest)})
+			q.answer(answer{v: Verdict{Err: r.Err}, roundTrip: r.RoundTrip, batch: len(rest)}, e.time)
 		}
 		l := e.newLease(ll, r, need)
 		e.refuse(l)
@@ -111,7 +111,7 @@ func (e *Engine) serveLease(lim Limiter, batch []*request, leave context.Context
 	e.install(l, gen)
 	var gone int64
 	for _, q := range rest {
-		if !q.answer(answer{v: Verdict{Res: res}, roundTrip: r.RoundTrip, batch: len(rest)}) {
+		if !q.answer(answer{v: Verdict{Res: res}, roundTrip: r.RoundTrip, batch: len(rest)}, e.time) {
 			gone += q.n
 		}
 	}
@@ -133,7 +133,7 @@ func (ls *leasing) idle(ll *leaseLane, r LeaseReply, declined bool) {
 		if r.Stamp != 0 { // 0: no value key, and the reply has no value
 			ll.observe(r.Rate, r.Value, r.Interval)
 		}
-		ll.quiet = time.Now().Add(ls.opts.Duration)
+		ll.quiet = ls.time.Now().Add(ls.opts.Duration)
 	}
 	ll.mu.Unlock()
 }
@@ -176,7 +176,7 @@ func (e *Engine) install(l *lease, gen uint64) {
 	ll.mu.Lock()
 	ll.calling = false
 	ll.observe(l.limit, l.redisLeft, l.interval)
-	now := time.Now()
+	now := e.time.Now()
 	var why LeaseEnd
 	switch {
 	case l.left == 0:
@@ -197,7 +197,7 @@ func (e *Engine) install(l *lease, gen uint64) {
 	old := ll.cur // none: the lane's lease calls are serial and end it first
 	ou := ls.end(ll, old, now)
 	ll.cur = l
-	l.timer = time.AfterFunc(l.until.Sub(now), func() { e.expire(l) })
+	l.timer = e.time.AfterFunc(l.until.Sub(now), func() { e.expire(l) })
 	ll.mu.Unlock()
 	if old != nil {
 		e.finish(old, ou, LeaseReplaced)
@@ -211,7 +211,7 @@ func (e *Engine) refuse(l *lease) {
 	ll := l.ll
 	ll.mu.Lock()
 	l.refused = true
-	u := e.leases.end(ll, l, time.Now())
+	u := e.leases.end(ll, l, e.time.Now())
 	ll.mu.Unlock()
 	e.finish(l, u, LeaseRefused)
 }

@@ -120,7 +120,7 @@ func (e *Engine) expire(l *lease) {
 	if l.left == 0 {
 		why = LeaseExhausted
 	}
-	u := e.leases.end(ll, l, time.Now())
+	u := e.leases.end(ll, l, e.time.Now())
 	ll.mu.Unlock()
 	e.finish(l, u, why)
 }
@@ -150,9 +150,9 @@ func (e *Engine) giveBackLease(ctx context.Context, l *lease, u int64) (int64, e
 	var r ReturnReply
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt > 0 {
-			t := time.NewTimer(leaseReturnPause)
+			t := e.time.NewTimer(leaseReturnPause)
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-ctx.Done():
 				t.Stop()
 				return 0, r.Err
@@ -201,7 +201,7 @@ func (e *Engine) DropLease(lim Limiter) func() {
 	ll.gen++
 	ll.known = false
 	l := ll.cur
-	u := ls.end(ll, l, time.Now())
+	u := ls.end(ll, l, e.time.Now())
 	ll.mu.Unlock()
 	return func() {
 		ll.mu.Lock()
@@ -209,7 +209,7 @@ func (e *Engine) DropLease(lim Limiter) func() {
 		ll.gen++
 		ll.known = false
 		l2 := ll.cur // none: nothing installs while dropping
-		u2 := ls.end(ll, l2, time.Now())
+		u2 := ls.end(ll, l2, e.time.Now())
 		ll.mu.Unlock()
 		if l != nil {
 			e.finish(l, u, LeaseDropped)
@@ -246,7 +246,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		ll := v.(*leaseLane)
 		ll.mu.Lock()
 		l := ll.cur
-		u := ls.end(ll, l, time.Now())
+		u := ls.end(ll, l, e.time.Now())
 		ll.mu.Unlock()
 		switch {
 		case l == nil:

@@ -83,7 +83,9 @@ type LeaseReply struct {
 	// Returned is the permits of Prev given back.
 	Returned int64
 	// Member is the record written (Granted > 0).
-	Member            []byte
+	Member []byte
+	// SentAt and RepliedAt are the Engine's time (Options.Time) when the
+	// call was sent and when its reply came.
 	SentAt, RepliedAt time.Time
 	RoundTrip         time.Duration
 	Err               error

@@ -162,12 +162,11 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 // noteHolds records, for each request of batch that a call made at sent
 // with hold k held, when it was held in this window (and whether all
 // permits were held), and has it call again when its hold changes if
-// that comes before its hint.
-func noteHolds(batch []*request, b *Reply, sent time.Time, k int64) {
+// that comes before its hint (counted from now, the reply's time).
+func noteHolds(batch []*request, b *Reply, sent time.Time, k int64, now time.Time) {
 	if b.Err != nil {
 		return
 	}
-	now := time.Now()
 	for i, q := range batch {
 		v := &b.Verdicts[i]
 		if !v.Held {

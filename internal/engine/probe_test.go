@@ -75,9 +75,11 @@ func TestHoldOf(t *testing.T) {
 
 // noteHolds marks the held requests of a call (once per window: a hold of
 // an earlier window is replaced), and shortens their hint to the end of
-// the hold; it leaves the others and longer-held hints alone.
+// the hold, counted from the reply; it leaves the others and longer-held
+// hints alone.
 func TestNoteHolds(t *testing.T) {
-	sent := time.Now()
+	sent := time.Unix(1000, 0)
+	replied := sent.Add(2 * time.Millisecond)
 	long := time.Minute
 	fresh, other := &request{blocking: true}, &request{blocking: true}
 	stale := &request{blocking: true, heldAt: sent.Add(-probeEvery)}
@@ -89,9 +91,9 @@ func TestNoteHolds(t *testing.T) {
 		{Held: true, Res: Result{RetryAfter: long}},
 		{Held: true, Res: Result{RetryAfter: 5 * time.Millisecond}},
 	}}
-	noteHolds(batch, &b, sent, holdAll)
-	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.Verdicts[0].Res.RetryAfter > probeFullSlot {
-		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, at most %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.Verdicts[0].Res.RetryAfter, probeFullSlot)
+	noteHolds(batch, &b, sent, holdAll, replied)
+	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.Verdicts[0].Res.RetryAfter != probeFullSlot-2*time.Millisecond {
+		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.Verdicts[0].Res.RetryAfter, probeFullSlot-2*time.Millisecond)
 	}
 	if !other.heldAt.IsZero() || b.Verdicts[1].Res.RetryAfter != long {
 		t.Errorf("not held: marked %v, retry after %v", other.heldAt, b.Verdicts[1].Res.RetryAfter)
@@ -102,12 +104,19 @@ func TestNoteHolds(t *testing.T) {
 	if !recent.heldAt.Equal(sent.Add(-20*time.Millisecond)) || recent.heldFull || b.Verdicts[3].Res.RetryAfter != 5*time.Millisecond {
 		t.Errorf("held earlier in the window: held at %v full %v, retry after %v", sent.Sub(recent.heldAt), recent.heldFull, b.Verdicts[3].Res.RetryAfter)
 	}
-	if d := b.Verdicts[2].Res.RetryAfter; d > probeFullSlot || d < time.Millisecond {
-		t.Errorf("retry after %v, want within (0, %v]", d, probeFullSlot)
+	if d := b.Verdicts[2].Res.RetryAfter; d != probeFullSlot-2*time.Millisecond {
+		t.Errorf("stale: retry after %v, want %v", d, probeFullSlot-2*time.Millisecond)
+	}
+	// A reply that comes after the hold has ended: the least retry.
+	late := []*request{{blocking: true}}
+	lb := Reply{Verdicts: []Verdict{{Held: true, Res: Result{RetryAfter: long}}}}
+	noteHolds(late, &lb, sent, 1, sent.Add(probeSlot+time.Millisecond))
+	if d := lb.Verdicts[0].Res.RetryAfter; d != time.Millisecond {
+		t.Errorf("reply after the hold ended: retry after %v, want 1ms", d)
 	}
 	failed := Reply{Err: context.Canceled, Verdicts: []Verdict{{Held: true}}}
 	q := &request{blocking: true}
-	noteHolds([]*request{q}, &failed, sent, 1)
+	noteHolds([]*request{q}, &failed, sent, 1, replied)
 	if !q.heldAt.IsZero() {
 		t.Error("a failed call marked a hold")
 	}

@@ -31,7 +31,7 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 	l := e.lanes.get(p.LaneKey())
 	if at, ok := e.deferred(l, q); ok {
 		e.lanes.mu.Unlock()
-		if err := sleepUntil(ctx, at, d); err != nil {
+		if err := e.sleepUntil(ctx, at, d); err != nil {
 			return false, err
 		}
 		l = e.rejoin(q)
@@ -49,11 +49,12 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 			return a.v.Res.Granted, firstErr(a.err, a.v.Err)
 		}
 		d.RetryAfter = a.v.Res.RetryAfter
-		wake := time.Now().Add(a.v.Res.RetryAfter)
+		now := e.time.Now()
+		wake := now.Add(a.v.Res.RetryAfter)
 		if !q.fits(wake) {
 			return false, nil
 		}
-		if err := q.beyond(wake); err != nil {
+		if err := q.beyond(wake, now); err != nil {
 			return false, err
 		}
 		q = newWaiter(ctx, p, n, limit).heldLike(q)
@@ -62,13 +63,13 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 		at, own := e.refusedWake(l, q, wake, a.v.Res.Interval)
 		if own {
 			e.lanes.mu.Unlock()
-			if err := sleepUntil(ctx, at, d); err != nil {
+			if err := e.sleepUntil(ctx, at, d); err != nil {
 				return false, err
 			}
 			l = e.rejoin(q)
 			continue
 		}
-		q.queued = time.Now()
+		q.queued = e.time.Now()
 		l.waiting = append(l.waiting, q)
 		if len(l.waiting) == 1 && l.flying == 0 {
 			e.arm(l, at)
@@ -94,13 +95,13 @@ func (q *request) heldLike(prev *request) *request {
 
 // sleepUntil waits until at or until ctx is done (its error), and counts
 // the wait in d.Waited.
-func sleepUntil(ctx context.Context, at time.Time, d *Outcome) error {
-	start := time.Now()
-	defer func() { d.Waited += time.Since(start) }()
-	t := time.NewTimer(time.Until(at))
+func (e *Engine) sleepUntil(ctx context.Context, at time.Time, d *Outcome) error {
+	start := e.time.Now()
+	defer func() { d.Waited += e.time.Now().Sub(start) }()
+	t := e.time.NewTimer(at.Sub(start))
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -112,7 +113,7 @@ func sleepUntil(ctx context.Context, at time.Time, d *Outcome) error {
 func (e *Engine) rejoin(q *request) *lane {
 	e.lanes.mu.Lock()
 	l := e.lanes.get(q.p.LaneKey())
-	q.queued = time.Now()
+	q.queued = e.time.Now()
 	l.waiting = append(l.waiting, q)
 	l.due = true
 	if l.busy {
@@ -139,14 +140,15 @@ func (e *Engine) enter(l *lane, q *request) (bool, error) {
 	switch {
 	case len(l.waiting) > 0 || l.flying > 0:
 		// Behind the queued waiters, who are served first.
-		if !l.wakeAt.IsZero() && (!q.fits(l.wakeAt) || q.beyond(l.wakeAt) != nil) {
+		now := e.time.Now()
+		if at := l.wakeAt; !at.IsZero() && (!q.fits(at) || q.beyond(at, now) != nil) {
 			e.lanes.mu.Unlock()
-			if !q.fits(l.wakeAt) {
+			if !q.fits(at) {
 				return true, nil // TryAcquireTimeout's own limit comes first
 			}
-			return true, q.beyond(l.wakeAt)
+			return true, q.beyond(at, now)
 		}
-		q.queued = time.Now()
+		q.queued = now
 		l.waiting = append(l.waiting, q)
 		e.lanes.mu.Unlock()
 	case l.busy:
@@ -166,11 +168,11 @@ func (q *request) fits(wake time.Time) bool {
 }
 
 // beyond returns an error wrapping context.DeadlineExceeded when wake is
-// past q's context deadline.
-func (q *request) beyond(wake time.Time) error {
+// past q's context deadline; the error says how long from now that is.
+func (q *request) beyond(wake, now time.Time) error {
 	if dl, ok := q.ctx.Deadline(); ok && wake.After(dl) {
 		return fmt.Errorf("ratelimiter: waiting %v for permits would pass the context deadline: %w",
-			time.Until(wake).Round(time.Millisecond), context.DeadlineExceeded)
+			wake.Sub(now).Round(time.Millisecond), context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -182,11 +184,12 @@ func (e *Engine) arm(l *lane, wake time.Time) {
 		return
 	}
 	l.wakeAt = wake
+	d := wake.Sub(e.time.Now())
 	if l.timer == nil {
-		l.timer = time.AfterFunc(time.Until(wake), func() { e.fire(l) })
+		l.timer = e.time.AfterFunc(d, func() { e.fire(l) })
 		return
 	}
-	l.timer.Reset(time.Until(wake))
+	l.timer.Reset(d)
 }
 
 // fire runs when the head waiter's hint has passed: the lane's next script
@@ -228,7 +231,7 @@ func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 		l.due = len(l.waiting) > 0
 		return
 	}
-	now := time.Now()
+	now := e.time.Now()
 	head := now.Add(hints[0])
 	keep := make([]*request, 0, len(refused)+len(l.waiting))
 	for i, q := range refused {
@@ -236,8 +239,8 @@ func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 		if q.state.Load() == reqGone {
 			continue
 		}
-		if !q.fits(wake) || q.beyond(wake) != nil {
-			q.answer(answer{v: Verdict{Res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent})
+		if !q.fits(wake) || q.beyond(wake, now) != nil {
+			q.answer(answer{v: Verdict{Res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent}, e.time)
 			continue
 		}
 		keep = append(keep, q)
