@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -28,5 +29,107 @@ func TestLocalRefusalFromSend(t *testing.T) {
 	rs.note("k", 1, Result{Granted: true}, sent, replied)
 	if _, ok := rs.lookup("k", 1, false, replied); ok {
 		t.Error("a grant should end the local refusal")
+	}
+}
+
+// refusingTarget is a fake whose Decide refuses with hint, sent at the
+// fake clock's time, and says every field of Result when asked for a table.
+func refusingTarget(c *fakeClock, key string, hint time.Duration) *fakeTarget {
+	return &fakeTarget{key: key, decide: func(form Form, ns []int64) Reply {
+		r := verdicts(hint)
+		if form.Kind != Single {
+			r.Verdicts[0].Res.Limit, r.Verdicts[0].Res.Interval = 10, time.Second
+		}
+		r.SentAt = c.Now()
+		return r
+	}}
+}
+
+// After Redis refuses n permits with a hint, Try calls for the same n are
+// refused locally, with the rest of the hint and no call, until the send
+// time plus the hint less hintPad; other counts go to the target.
+func TestLocalRefusal(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128})
+	f := refusingTarget(c, "r", 100*ms)
+	bg := context.Background()
+	if o := e.Try(bg, f, 1, false); o.Res.Granted || o.Local || o.RetryAfter != 100*ms {
+		t.Fatalf("first Try: %+v; want refused by the target with 100ms", o)
+	}
+	c.Advance(50 * ms)
+	if o := e.Try(bg, f, 1, false); !o.Local || o.Res.Granted || o.RetryAfter != 50*ms {
+		t.Errorf("same n 50ms later: %+v; want refused locally with 50ms", o)
+	}
+	c.AdvanceTo(at(100*ms - hintPad - 1))
+	if o := e.Try(bg, f, 1, false); !o.Local || o.RetryAfter != hintPad+1 {
+		t.Errorf("1ns before the records expire: %+v; want local, %v", o, hintPad+1)
+	}
+	if n := len(f.seen()); n != 1 {
+		t.Errorf("%d calls, want 1", n)
+	}
+	c.AdvanceTo(at(100*ms - hintPad))
+	if o := e.Try(bg, f, 1, false); o.Local {
+		t.Errorf("when the records expire: %+v; want a call", o)
+	}
+	if o := e.Try(bg, f, 2, false); o.Local {
+		t.Errorf("another n: %+v; want a call", o)
+	}
+	if n := len(f.seen()); n != 3 {
+		t.Errorf("%d calls, want 3", n)
+	}
+}
+
+// A refusal in the single form cannot answer Allow (it lacks Limit and
+// the rest); one in the table form can, with its figures.
+func TestLocalRefusalDetail(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128})
+	f := refusingTarget(c, "r", 100*ms)
+	bg := context.Background()
+	e.Try(bg, f, 1, false)
+	if o := e.Try(bg, f, 1, true); o.Local {
+		t.Errorf("Allow after a single-form refusal: %+v; want a call", o)
+	}
+	if o := e.Try(bg, f, 1, true); !o.Local || o.Res.Limit != 10 || o.Res.Interval != time.Second {
+		t.Errorf("Allow after a table refusal: %+v; want local with Limit 10, Interval 1s", o)
+	}
+	if n := len(f.seen()); n != 2 {
+		t.Errorf("%d calls, want 2", n)
+	}
+}
+
+// Release and Forget end every local refusal; blocking calls and
+// Engines with local refusals off never use them.
+func TestLocalRefusalEnds(t *testing.T) {
+	bg := context.Background()
+	for _, end := range []string{"Release", "Forget"} {
+		e, c := newFakeEngine(Options{MaxBatch: 128})
+		f := refusingTarget(c, "r", 100*ms)
+		e.Try(bg, f, 1, false)
+		if end == "Release" {
+			if err := e.Release(bg, f, 3); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			e.Forget()
+		}
+		if o := e.Try(bg, f, 1, false); o.Local {
+			t.Errorf("after %s: %+v; want a call", end, o)
+		}
+		if end == "Release" && f.givenBack() != 3 {
+			t.Errorf("Release gave back %d, want 3", f.givenBack())
+		}
+	}
+
+	e, c := newFakeEngine(Options{MaxBatch: 128, NoLocal: true})
+	f := refusingTarget(c, "r", 100*ms)
+	e.Try(bg, f, 1, false)
+	if o := e.Try(bg, f, 1, false); o.Local {
+		t.Errorf("local refusals off: %+v; want a call", o)
+	}
+
+	e, c = newFakeEngine(Options{MaxBatch: 1})
+	f = refusingTarget(c, "r", 100*ms)
+	e.Try(bg, f, 1, false)
+	if o := e.Wait(bg, f, 1, at(50*ms), nil); o.Local || len(f.seen()) != 2 {
+		t.Errorf("a blocking call after a refusal: %+v, %d calls; want its own call", o, len(f.seen()))
 	}
 }
