@@ -111,10 +111,10 @@ func TestSharedHold(t *testing.T) {
 // A refused waiter's wake: never before its hint, never past its limit or
 // deadline; on its own only when other writers were seen.
 func TestRefusedWakeBounds(t *testing.T) {
-	e := New(Options{MaxBatch: 128})
+	e, c := newFakeEngine(Options{MaxBatch: 128, Draw: randomDraw})
 	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "x"}}
 	l := &lane{key: "k"}
-	wake := time.Now().Add(10 * time.Millisecond)
+	wake := c.Now().Add(10 * time.Millisecond)
 	q := newRequest(context.Background(), lim, 1, false)
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
@@ -123,7 +123,7 @@ func TestRefusedWakeBounds(t *testing.T) {
 		t.Errorf("alone: wake %v after the hint, own %v; want on the hint, together", at.Sub(wake), own)
 	}
 	f := e.lanes.fleets["k"]
-	f.foreignUntil, f.spread = time.Now().Add(time.Minute), 30*time.Millisecond
+	f.foreignUntil, f.spread = c.Now().Add(time.Minute), 30*time.Millisecond
 	for i := 0; i < 100; i++ {
 		at, own = e.refusedWake(l, q, wake, 0)
 		if !own || at.Before(wake.Add(-hintPad)) || at.Sub(wake) >= f.spread-hintPad {
@@ -220,5 +220,124 @@ func TestForeignWaitersStep(t *testing.T) {
 	}
 	if o, t2 := New(Options{MaxBatch: 128}).weigh(f, now, 45, 5); o != 45 || t2 != 5 {
 		t.Errorf("without the option: %v, %v; want 45, 5", o, t2)
+	}
+}
+
+// A blocked caller's refusal starts a census of its limiter at most every
+// censusEvery (half an interval, at least 250 ms); a failed census
+// changes nothing.
+func TestCensusEvery(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128})
+	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
+	lim.records = []Record{record(c.Now(), 1, false)}
+	l := &lane{key: "k"}
+	refuse := func() {
+		q := newWaiter(context.Background(), lim, 1, time.Time{})
+		e.lanes.mu.Lock()
+		e.refusedWake(l, q, c.Now().Add(100*ms), time.Second)
+		e.lanes.mu.Unlock()
+	}
+	counted := func(n int) {
+		t.Helper()
+		waitFor(t, "census ended", func() bool { return fleetCopy(e, "k").censuses == n })
+		if got := lim.censusCount(); got != n {
+			t.Errorf("%v: %d censuses, want %d", since(c.Now()), got, n)
+		}
+	}
+	refuse()
+	counted(1)
+	if f := fleetCopy(e, "k"); !f.foreignUntil.Equal(at(foreignHold(time.Second))) {
+		t.Errorf("shared until %v, want %v", since(f.foreignUntil), foreignHold(time.Second))
+	}
+	c.Advance(censusEvery(time.Second) - 1)
+	refuse()
+	counted(1)
+	c.Advance(1)
+	refuse()
+	counted(2)
+	if censusEvery(100*ms) != 250*ms || censusEvery(2*time.Second) != time.Second {
+		t.Errorf("censusEvery: %v for 100ms, %v for 2s", censusEvery(100*ms), censusEvery(2*time.Second))
+	}
+
+	lim.mu.Lock()
+	lim.records = nil // an empty read: nothing changes
+	lim.mu.Unlock()
+	before := fleetCopy(e, "k")
+	c.Advance(time.Second)
+	refuse()
+	counted(3)
+	if f := fleetCopy(e, "k"); f.foreignUntil != before.foreignUntil || f.spread != before.spread {
+		t.Errorf("an empty census changed the fleet: %+v, was %+v", f, before)
+	}
+}
+
+// A new blocking call waits a draw before its first call only while the
+// limiter is shared and a blocked caller was refused within an interval;
+// never past its limit.
+func TestDeferred(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128})
+	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
+	l := &lane{key: "k"}
+	bg := context.Background()
+	q := newWaiter(bg, lim, 1, time.Time{})
+	deferred := func(q *request) (time.Duration, bool) {
+		e.lanes.mu.Lock()
+		defer e.lanes.mu.Unlock()
+		at, ok := e.deferred(l, q)
+		return since(at), ok
+	}
+	if _, ok := deferred(q); ok {
+		t.Error("deferred with no fleet")
+	}
+	e.MarkRefused("k", c.Now(), time.Second)
+	if _, ok := deferred(q); ok {
+		t.Error("deferred on a limiter not shared")
+	}
+	e.lanes.mu.Lock()
+	e.lanes.fleets["k"].foreignUntil = c.Now().Add(time.Minute)
+	e.lanes.mu.Unlock()
+	c.Advance(time.Second) // the refusal an interval ago, no more
+	if d, ok := deferred(q); !ok || d != time.Second+spreadStart/2 {
+		t.Errorf("shared, refused an interval ago: deferred %v to %v; want to %v", ok, d, time.Second+spreadStart/2)
+	}
+	if d, ok := deferred(newWaiter(bg, lim, 1, at(time.Second+ms))); !ok || d != time.Second+ms {
+		t.Errorf("a limit 1ms away: deferred %v to %v; want to the limit", ok, d)
+	}
+	if _, ok := deferred(newWaiter(bg, lim, 1, c.Now())); ok {
+		t.Error("deferred with its limit now")
+	}
+	c.Advance(1)
+	if _, ok := deferred(q); ok {
+		t.Error("deferred with the last refusal over an interval ago")
+	}
+	e.unfair = true
+	e.MarkRefused("k", c.Now(), time.Second)
+	if _, ok := deferred(q); ok {
+		t.Error("deferred with fair wakes off")
+	}
+}
+
+// A refused waiter of a shared limiter wakes at its hint plus the draw
+// less hintPad, never before its hint less hintPad.
+func TestRefusedWakeDraw(t *testing.T) {
+	for _, c := range []struct {
+		draw, want time.Duration
+	}{
+		{0, -hintPad},
+		{hintPad, 0},
+		{20 * ms, 17 * ms},
+	} {
+		e, clk := newFakeEngine(Options{MaxBatch: 128, Draw: func(time.Duration) time.Duration { return c.draw }})
+		lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
+		e.MarkRefused("k", clk.Now(), time.Second)
+		e.lanes.mu.Lock()
+		e.lanes.fleets["k"].foreignUntil = clk.Now().Add(time.Minute)
+		e.lanes.fleets["k"].censusAt = clk.Now() // no census
+		wake := clk.Now().Add(100 * ms)
+		got, own := e.refusedWake(&lane{key: "k"}, newWaiter(context.Background(), lim, 1, time.Time{}), wake, 0)
+		e.lanes.mu.Unlock()
+		if !own || got.Sub(wake) != c.want {
+			t.Errorf("draw %v: wake %v after the hint, own %v; want %v, own", c.draw, got.Sub(wake), own, c.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -119,5 +120,113 @@ func TestNoteHolds(t *testing.T) {
 	noteHolds([]*request{q}, &failed, sent, 1, replied)
 	if !q.heldAt.IsZero() {
 		t.Error("a failed call marked a hold")
+	}
+}
+
+// A call's hold (batchHold): the least of its requests' holds, and only
+// while the limiter is contended (a blocked caller of it refused within
+// two intervals), not shared with other writers, with fair wakes on and
+// combining, and for one limiter (not a composite).
+func TestBatchHold(t *testing.T) {
+	var in, full atomic.Bool
+	e, c := newFakeEngine(Options{MaxBatch: 128,
+		Probe: func(time.Time, time.Duration) (bool, bool) { return in.Load(), full.Load() }})
+	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "p"}}
+	l := &lane{key: "p"}
+	bg := context.Background()
+	now := c.Now()
+	waiter := func() *request { return newWaiter(bg, lim, 1, time.Time{}) }
+	hold := func(batch ...*request) int64 { return e.batchHold(l, batch, now) }
+	in.Store(true)
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("nobody refused yet: hold %d", k)
+	}
+	e.MarkRefused("p", now.Add(-2*time.Second), time.Second)
+	if k := hold(waiter(), waiter()); k != 1 {
+		t.Errorf("refused two intervals ago, in a window: hold %d, want 1", k)
+	}
+	e.MarkRefused("p", now.Add(-2*time.Second-1), time.Second)
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("refused over two intervals ago: hold %d, want 0", k)
+	}
+	e.MarkRefused("p", now, time.Second)
+	full.Store(true)
+	if k := hold(waiter()); k != holdAll {
+		t.Errorf("a full window: hold %d, want all", k)
+	}
+	full.Store(false)
+	in.Store(false)
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("out of a window: hold %d", k)
+	}
+	in.Store(true)
+	held := waiter()
+	held.heldAt = now.Add(-probeSlot)
+	for _, c := range []struct {
+		name  string
+		batch []*request
+	}{
+		{"a non-blocking request", []*request{waiter(), newRequest(bg, lim, 1, false)}},
+		{"a waiter whose limit comes within probeSlot", []*request{waiter(), newWaiter(bg, lim, 1, now.Add(probeSlot-1))}},
+		{"a waiter held earlier in this window", []*request{waiter(), held}},
+		{"a composite's waiter", []*request{newWaiter(bg, &fakeTarget{key: "p"}, 1, time.Time{})}},
+	} {
+		if k := hold(c.batch...); k != 0 {
+			t.Errorf("with %s: hold %d, want 0", c.name, k)
+		}
+	}
+	if k := hold(newWaiter(bg, lim, 1, now.Add(probeSlot))); k != 1 {
+		t.Errorf("a waiter whose limit is probeSlot away: hold %d, want 1", k)
+	}
+	e.lanes.mu.Lock()
+	e.lanes.fleets["p"].foreignUntil = now.Add(time.Second)
+	e.lanes.mu.Unlock()
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("shared: hold %d, want 0", k)
+	}
+	e.lanes.mu.Lock()
+	e.lanes.fleets["p"].foreignUntil = now
+	e.lanes.mu.Unlock()
+	if k := hold(waiter()); k != 1 {
+		t.Errorf("no longer shared: hold %d, want 1", k)
+	}
+	e.unfair = true
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("fair wakes off: hold %d", k)
+	}
+	e.unfair, e.maxBatch = false, 1
+	if k := hold(waiter()); k != 0 {
+		t.Errorf("without combining: hold %d", k)
+	}
+}
+
+// In a full probe window a contended Go-only limiter's waiters hold every
+// permit: the one held calls again probeFullSlot after, holding one, and
+// is granted.
+func TestProbeFullWindow(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128,
+		Probe: func(time.Time, time.Duration) (bool, bool) { return true, true }})
+	w := newSimWindow(c, 2, time.Second)
+	lim := simLimiter("p", w)
+	bg := context.Background()
+	if o := e.Try(bg, lim, 2, false); !o.Res.Granted {
+		t.Fatalf("filling Try: %+v", o)
+	}
+	ch := goWait(bg, e, lim, 1, time.Time{})
+	waitTimers(t, c, 1003*ms)
+	waitFor(t, "census ended", func() bool { f := fleetCopy(e, "p"); return f != nil && f.censuses == 1 })
+	c.AdvanceTo(at(1003 * ms))
+	calls := lim.seen()
+	if got := calls[len(calls)-1].form; got != (Form{Kind: Strict, Hold: holdAll}) {
+		t.Errorf("the waiter's call in a full window: %v, want Strict holding all", got)
+	}
+	waitTimers(t, c, 1003*ms+probeFullSlot)
+	c.AdvanceTo(at(1003*ms + probeFullSlot))
+	calls = lim.seen()
+	if got := calls[len(calls)-1].form; got != (Form{Kind: Strict, Hold: 1}) {
+		t.Errorf("its call after probeFullSlot: %v, want Strict holding 1", got)
+	}
+	if o := <-ch; !o.Res.Granted || o.Waited != 1003*ms+probeFullSlot {
+		t.Errorf("waiter: %+v; want granted after %v", o, 1003*ms+probeFullSlot)
 	}
 }

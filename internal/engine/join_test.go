@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// joinRig is an Engine in a probe window (on demand) and a simulated
+// limiter of 2 permits a second on a fake clock; the spread's draw is half
+// its bound.
+type joinRig struct {
+	e       *Engine
+	c       *fakeClock
+	w       *simWindow
+	lim     *fakeLimiter
+	probeIn atomic.Bool
+}
+
+func newJoinRig() *joinRig {
+	r := &joinRig{}
+	r.e, r.c = newFakeEngine(Options{MaxBatch: 128,
+		Probe: func(time.Time, time.Duration) (bool, bool) { return r.probeIn.Load(), false }})
+	r.w = newSimWindow(r.c, 2, time.Second)
+	r.lim = simLimiter("j", r.w)
+	return r
+}
+
+// censuses waits until n censuses of the limiter have ended.
+func (r *joinRig) censuses(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, "census ended", func() bool {
+		f := fleetCopy(r.e, "j")
+		return f != nil && f.censuses == n
+	})
+}
+
+// lastCall returns the form of the latest Decide.
+func (r *joinRig) lastCall() call {
+	s := r.lim.seen()
+	return s[len(s)-1]
+}
+
+// foreign has Redisson take n permits now.
+func (r *joinRig) foreign(t *testing.T, n int64) {
+	t.Helper()
+	if !r.w.foreign(n) {
+		t.Fatalf("%v: no %d permits free for the other writer", since(r.c.Now()), n)
+	}
+}
+
+// A Redisson writer joins a limiter that only this library wrote. Before,
+// the census sees marked records only: the waiters queue in the lane and
+// wake together on the head's hint, and in a probe window, while
+// contended, their call leaves a permit free, once per waiter and window.
+// Once a census sees Redisson's records the limiter counts as shared for
+// foreignHold: the waiters' calls hold nothing, a refused waiter wakes on
+// its own at its hint plus a draw less hintPad, a new blocking call waits
+// a draw before its first call, and a census where Redisson holds all
+// steps the spread down. When foreignHold has passed with no foreign
+// record seen, the waiters queue and hold again.
+func TestJoin(t *testing.T) {
+	r := newJoinRig()
+	bg := context.Background()
+	if o := r.e.Try(bg, r.lim, 2, false); !o.Res.Granted {
+		t.Fatalf("filling Try: %+v", o)
+	}
+
+	// Go only: the census sees marked records; the waiters queue.
+	w1 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitTimers(t, r.c, 1003*ms) // the records free at 1 s, and the scripts' 3 ms
+	r.censuses(t, 1)
+	if f := fleetCopy(r.e, "j"); f.shared(r.c.Now()) || f.spread != spreadStart {
+		t.Fatalf("Go-only census: shared %v, spread %v", f.shared(r.c.Now()), f.spread)
+	}
+	w2 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitFor(t, "w2 queued", func() bool { return r.e.Waiters("j") == 2 })
+	r.probeIn.Store(true)
+	r.c.AdvanceTo(at(1003 * ms))
+	if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) || len(c.ns) != 2 {
+		t.Errorf("the waiters' call in a probe window: %v %v, want Strict holding 1 for both", c.form, c.ns)
+	}
+	if o := <-w1; !o.Res.Granted {
+		t.Errorf("w1: %+v", o)
+	}
+	waitTimers(t, r.c, 1113*ms) // w2 was held: it calls again probeSlot after
+	r.censuses(t, 2)
+
+	// Redisson takes the permit the hold left free; held once per window,
+	// w2 calls without a hold.
+	r.c.AdvanceTo(at(1050 * ms))
+	r.foreign(t, 1)
+	r.c.AdvanceTo(at(1113 * ms))
+	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
+		t.Errorf("w2's call after its hold: %v, want Strict without a hold", c.form)
+	}
+	waitTimers(t, r.c, 2006*ms)
+	r.c.AdvanceTo(at(2006 * ms))
+	if o := <-w2; !o.Res.Granted {
+		t.Errorf("w2: %+v", o)
+	}
+
+	// The next refusal's census sees Redisson's record: shared.
+	w3 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitTimers(t, r.c, 2053*ms)
+	r.censuses(t, 3)
+	f := fleetCopy(r.e, "j")
+	if !f.foreignUntil.Equal(at(2006*ms).Add(foreignHold(time.Second))) || f.spread != spreadStart {
+		t.Fatalf("census with an even split: shared until %v, spread %v; want %v, unchanged",
+			since(f.foreignUntil), f.spread, 2006*ms+foreignHold(time.Second))
+	}
+
+	// Shared: no hold in a probe window; the refused waiter leaves the
+	// queue and wakes on its own at its hint plus spread/2 less hintPad.
+	r.c.AdvanceTo(at(2050 * ms))
+	r.foreign(t, 1)
+	r.c.AdvanceTo(at(2053 * ms))
+	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
+		t.Errorf("the waiters' call while shared: %v, want Strict without a hold", c.form)
+	}
+	own := 2053*ms + 956*ms + spreadStart/2 - hintPad // refused at 2053 ms with a 956 ms hint
+	waitTimers(t, r.c, own)
+	if n := r.e.Waiters("j"); n != 0 {
+		t.Errorf("%d queued waiters while shared, want 0", n)
+	}
+
+	// A new blocking call waits a draw before its first call.
+	calls := len(r.lim.seen())
+	ctx4, cancel4 := context.WithCancel(bg)
+	w4 := goWait(ctx4, r.e, r.lim, 1, time.Time{})
+	waitTimers(t, r.c, 2053*ms+spreadStart/2, own)
+	if n := len(r.lim.seen()); n != calls {
+		t.Errorf("a deferred call made %d calls", n-calls)
+	}
+	cancel4()
+	if o := <-w4; !errors.Is(o.Err, context.Canceled) {
+		t.Errorf("w4: %+v", o)
+	}
+	waitTimers(t, r.c, own)
+
+	// Redisson holds the whole window at the next census: the spread
+	// steps down, by exp(2 x (0.5 - 1)).
+	r.c.AdvanceTo(at(3009 * ms))
+	r.foreign(t, 1)
+	r.c.AdvanceTo(at(own))
+	next := own + 32*ms + spreadStart/2 - hintPad // the 2050 ms record frees 32 ms later; drawn before the census
+	waitTimers(t, r.c, next)
+	r.censuses(t, 4)
+	f = fleetCopy(r.e, "j")
+	down := time.Duration(float64(spreadStart) * math.Exp(-1))
+	if f.spread != down || !f.foreignUntil.Equal(at(own).Add(foreignHold(time.Second))) {
+		t.Errorf("census with Redisson holding all: spread %v, shared until %v; want %v, %v",
+			f.spread, since(f.foreignUntil), down, own+foreignHold(time.Second))
+	}
+	r.c.AdvanceTo(at(next))
+	if o := <-w3; !o.Res.Granted {
+		t.Errorf("w3: %+v", o)
+	}
+
+	// foreignHold later, no foreign record seen: Go only again.
+	r.c.AdvanceTo(f.foreignUntil)
+	if o := r.e.Try(bg, r.lim, 2, false); !o.Res.Granted {
+		t.Fatalf("filling Try: %+v", o)
+	}
+	w5 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	wake := since(f.foreignUntil) + 1003*ms
+	waitTimers(t, r.c, wake)
+	r.censuses(t, 5)
+	if n := r.e.Waiters("j"); n != 1 {
+		t.Errorf("%d queued waiters after the limiter stopped being shared, want 1", n)
+	}
+	if g := fleetCopy(r.e, "j"); g.shared(r.c.Now()) || g.spread != down {
+		t.Errorf("Go-only census after sharing: shared %v, spread %v (want %v: no step when not shared)", g.shared(r.c.Now()), g.spread, down)
+	}
+	r.c.AdvanceTo(at(wake))
+	if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) {
+		t.Errorf("the waiters' call, Go only again: %v, want Strict holding 1", c.form)
+	}
+	if o := <-w5; !o.Res.Granted {
+		t.Errorf("w5: %+v", o)
+	}
+}
+
+// The controller, census after census on simulated windows: the spread
+// goes up while Redisson holds under half of the window's permits (by
+// exp(2 x (0.5 - share))), down while over, stays within 45-55%, goes up
+// by spreadStep when a census of a shared limiter sees none of Redisson's,
+// and stays within [spreadMin, spreadMax].
+func TestJoinSpreadSteps(t *testing.T) {
+	e, c := newFakeEngine(Options{MaxBatch: 128})
+	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "s"}}
+	e.lanes.mu.Lock()
+	e.lanes.fleetOf("s", time.Second, c.Now())
+	e.lanes.mu.Unlock()
+	census := func(ours, others int64) time.Duration {
+		c.Advance(500 * ms)
+		now := c.Now()
+		lim.mu.Lock()
+		lim.records = []Record{record(now.Add(-900*ms), others, false), record(now, ours, true)}
+		if others == 0 {
+			lim.records = lim.records[1:]
+		}
+		lim.mu.Unlock()
+		e.census(lim, "s")
+		return fleetCopy(e, "s").spread
+	}
+	spread := spreadStart
+	step := func(share float64) time.Duration {
+		return time.Duration(float64(spread) * math.Exp(spreadGain*(0.5-share)))
+	}
+	for _, s := range []struct {
+		ours, others int64
+		want         func() time.Duration
+	}{
+		{8, 2, func() time.Duration { return step(0.2) }},                                    // up
+		{8, 2, func() time.Duration { return step(0.2) }},                                    // up again
+		{2, 8, func() time.Duration { return step(0.8) }},                                    // down
+		{27, 23, func() time.Duration { return spread }},                                     // 46%: no step
+		{23, 27, func() time.Duration { return spread }},                                     // 54%: no step
+		{10, 0, func() time.Duration { return time.Duration(float64(spread) * spreadStep) }}, // shared, none seen: up
+	} {
+		want := s.want()
+		if got := census(s.ours, s.others); got != want {
+			t.Errorf("Go %d, Redisson %d: spread %v, want %v (from %v)", s.ours, s.others, got, want, spread)
+		}
+		spread = want
+	}
+	for range 50 {
+		spread = census(0, 10)
+	}
+	if spread != spreadMin {
+		t.Errorf("Redisson holding all for 50 censuses: spread %v, want the floor %v", spread, spreadMin)
+	}
+	for range 50 {
+		spread = census(10, 1)
+	}
+	if spread != spreadMax {
+		t.Errorf("Redisson starved for 50 censuses: spread %v, want the ceiling %v", spread, spreadMax)
+	}
+	if n := fleetCopy(e, "s").censuses; n != 106 {
+		t.Errorf("%d censuses counted, want 106", n)
+	}
+}
