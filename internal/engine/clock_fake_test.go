@@ -216,6 +216,22 @@ func waitFor(t *testing.T, what string, cond func() bool, state ...func() string
 	}
 }
 
+// recv returns what ch delivers, failing the test if nothing comes: a
+// caller that never returns fails its test instead of hanging it.
+func recv[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	var v T
+	waitFor(t, what, func() bool {
+		select {
+		case v = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	return v
+}
+
 func fmtDurations(ds []time.Duration) string {
 	s := "["
 	for i, d := range ds {

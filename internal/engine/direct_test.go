@@ -16,16 +16,16 @@ func TestDirectNoCombining(t *testing.T) {
 	f := &fakeTarget{key: "d", decide: g.decide}
 	bg := context.Background()
 	a := goTry(bg, e, f, 1)
-	ha := g.next()
+	ha := g.next(t)
 	b := goTry(bg, e, f, 2)
-	hb := g.next() // while a's is in flight
+	hb := g.next(t) // while a's is in flight
 	if !callEqual(ha.call, call{Form{Kind: Single}, []int64{1}}) || !callEqual(hb.call, call{Form{Kind: Single}, []int64{2}}) {
 		t.Errorf("calls %v, %v; want Single [1] and Single [2]", ha.call, hb.call)
 	}
 	hb.reply(grants(1))
 	ha.reply(grants(1))
 	for _, ch := range []<-chan Outcome{a, b} {
-		if o := <-ch; !o.Res.Granted || o.Batch != 1 {
+		if o := recv(t, "caller", ch); !o.Res.Granted || o.Batch != 1 {
 			t.Errorf("outcome %+v", o)
 		}
 	}
@@ -47,10 +47,10 @@ func TestDirectWaitOwnTimer(t *testing.T) {
 	f := &fakeTarget{key: "d", decide: g.decide}
 	bg := context.Background()
 	w1 := goWait(bg, e, f, 1, time.Time{})
-	g.next().reply(verdicts(100 * ms))
+	g.next(t).reply(verdicts(100 * ms))
 	waitTimers(t, c, 100*ms)
 	w2 := goWait(bg, e, f, 2, time.Time{})
-	if h := g.next(); !slices.Equal(h.ns, []int64{2}) {
+	if h := g.next(t); !slices.Equal(h.ns, []int64{2}) {
 		t.Errorf("second waiter's call %v, want its own [2]", h.ns)
 	} else {
 		h.reply(verdicts(40 * ms))
@@ -60,19 +60,19 @@ func TestDirectWaitOwnTimer(t *testing.T) {
 		t.Errorf("%d queued waiters without combining", n)
 	}
 	done := c.goAdvanceTo(at(40 * ms))
-	g.next().reply(grants(1))
-	<-done
-	if o := <-w2; !o.Res.Granted || o.Waited != 40*ms || o.RetryAfter != 0 {
+	g.next(t).reply(grants(1))
+	recv(t, "AdvanceTo", done)
+	if o := recv(t, "w2", w2); !o.Res.Granted || o.Waited != 40*ms || o.RetryAfter != 0 {
 		t.Errorf("second waiter: %+v; want granted after 40ms", o)
 	}
 	done = c.goAdvanceTo(at(100 * ms))
-	h := g.next()
+	h := g.next(t)
 	if !callEqual(h.call, call{Form{Kind: Single}, []int64{1}}) {
 		t.Errorf("first waiter's retry %v, want Single [1]", h.call)
 	}
 	h.reply(grants(1))
-	<-done
-	if o := <-w1; !o.Res.Granted || o.Waited != 100*ms {
+	recv(t, "AdvanceTo", done)
+	if o := recv(t, "w1", w1); !o.Res.Granted || o.Waited != 100*ms {
 		t.Errorf("first waiter: %+v; want granted after 100ms", o)
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -155,8 +156,12 @@ func (g *gate) decide(form Form, ns []int64) Reply {
 	return <-h.out
 }
 
-// next waits for the next Decide and returns it.
-func (g *gate) next() *held { return <-g.in }
+// next waits for the next Decide and returns it; it fails the test if
+// none comes.
+func (g *gate) next(t *testing.T) *held {
+	t.Helper()
+	return recv[*held](t, "a Decide", g.in)
+}
 
 // reply answers h.
 func (h *held) reply(r Reply) { h.out <- r }

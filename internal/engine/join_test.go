@@ -83,7 +83,7 @@ func TestJoin(t *testing.T) {
 	if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) || len(c.ns) != 2 {
 		t.Errorf("the waiters' call in a probe window: %v %v, want Strict holding 1 for both", c.form, c.ns)
 	}
-	if o := <-w1; !o.Res.Granted {
+	if o := recv(t, "w1", w1); !o.Res.Granted {
 		t.Errorf("w1: %+v", o)
 	}
 	waitTimers(t, r.c, 1113*ms) // w2 was held: it calls again probeSlot after
@@ -99,7 +99,7 @@ func TestJoin(t *testing.T) {
 	}
 	waitTimers(t, r.c, 2006*ms)
 	r.c.AdvanceTo(at(2006 * ms))
-	if o := <-w2; !o.Res.Granted {
+	if o := recv(t, "w2", w2); !o.Res.Granted {
 		t.Errorf("w2: %+v", o)
 	}
 
@@ -136,7 +136,7 @@ func TestJoin(t *testing.T) {
 		t.Errorf("a deferred call made %d calls", n-calls)
 	}
 	cancel4()
-	if o := <-w4; !errors.Is(o.Err, context.Canceled) {
+	if o := recv(t, "w4", w4); !errors.Is(o.Err, context.Canceled) {
 		t.Errorf("w4: %+v", o)
 	}
 	waitTimers(t, r.c, own)
@@ -156,7 +156,7 @@ func TestJoin(t *testing.T) {
 			f.spread, since(f.foreignUntil), down, own+foreignHold(time.Second))
 	}
 	r.c.AdvanceTo(at(next))
-	if o := <-w3; !o.Res.Granted {
+	if o := recv(t, "w3", w3); !o.Res.Granted {
 		t.Errorf("w3: %+v", o)
 	}
 
@@ -179,7 +179,7 @@ func TestJoin(t *testing.T) {
 	if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) {
 		t.Errorf("the waiters' call, Go only again: %v, want Strict holding 1", c.form)
 	}
-	if o := <-w5; !o.Res.Granted {
+	if o := recv(t, "w5", w5); !o.Res.Granted {
 		t.Errorf("w5: %+v", o)
 	}
 }

@@ -38,7 +38,7 @@ func TestBatchArrivalOrder(t *testing.T) {
 	f := &fakeTarget{key: "a", decide: g.decide}
 	bg := context.Background()
 	first := goTry(bg, e, f, 1)
-	h := g.next()
+	h := g.next(t)
 	if !callEqual(h.call, call{Form{Kind: Single}, []int64{1}}) {
 		t.Fatalf("first call %v, want Single [1]", h.call)
 	}
@@ -48,18 +48,18 @@ func TestBatchArrivalOrder(t *testing.T) {
 		waitFor(t, "caller queued", func() bool { return e.Pending("a") == int(n-1) })
 	}
 	h.reply(grants(1))
-	if o := <-first; !o.Res.Granted || o.Batch != 1 {
+	if o := recv(t, "first", first); !o.Res.Granted || o.Batch != 1 {
 		t.Errorf("first caller: %+v", o)
 	}
 	for _, want := range [][]int64{{2, 3, 4}, {5, 6}} {
-		c := g.next()
+		c := g.next(t)
 		if c.form.Kind != Table || !slices.Equal(c.ns, want) {
 			t.Errorf("batch %v %v, want Table %v", c.form, c.ns, want)
 		}
 		c.reply(grants(len(c.ns)))
 	}
 	for i, ch := range later {
-		o := <-ch
+		o := recv(t, "caller", ch)
 		batch := 3
 		if i >= 3 {
 			batch = 2
@@ -83,23 +83,23 @@ func TestBatchPermitBound(t *testing.T) {
 	f := &fakeTarget{key: "w", decide: g.decide, weight: MaxPermits / 5} // 5 permits a call
 	bg := context.Background()
 	first := goTry(bg, e, f, 1)
-	h := g.next()
+	h := g.next(t)
 	var later []<-chan Outcome
 	for i, n := range []int64{2, 2, 2, 1} {
 		later = append(later, goTry(bg, e, f, n))
 		waitFor(t, "caller queued", func() bool { return e.Pending("w") == i+1 })
 	}
 	h.reply(grants(1))
-	<-first
+	recv(t, "first caller", first)
 	for _, want := range [][]int64{{2, 2}, {2, 1}} {
-		c := g.next()
+		c := g.next(t)
 		if !slices.Equal(c.ns, want) {
 			t.Errorf("batch %v, want %v", c.ns, want)
 		}
 		c.reply(grants(len(c.ns)))
 	}
 	for _, ch := range later {
-		if o := <-ch; !o.Res.Granted {
+		if o := recv(t, "caller", ch); !o.Res.Granted {
 			t.Errorf("refused: %+v", o)
 		}
 	}
@@ -113,19 +113,19 @@ func TestQueuedCallerLeaves(t *testing.T) {
 	f := &fakeTarget{key: "a", decide: g.decide}
 	bg := context.Background()
 	first := goTry(bg, e, f, 1)
-	h := g.next()
+	h := g.next(t)
 	ctx, cancel := context.WithCancel(bg)
 	left := goTry(ctx, e, f, 2)
 	waitFor(t, "caller queued", func() bool { return e.Pending("a") == 1 })
 	cancel()
-	if o := <-left; !errors.Is(o.Err, context.Canceled) || o.Res.Granted {
+	if o := recv(t, "left", left); !errors.Is(o.Err, context.Canceled) || o.Res.Granted {
 		t.Errorf("caller that left: %+v, want context.Canceled", o)
 	}
 	if n := e.Pending("a"); n != 0 {
 		t.Errorf("%d pending after the caller left", n)
 	}
 	h.reply(grants(1))
-	if o := <-first; !o.Res.Granted {
+	if o := recv(t, "first", first); !o.Res.Granted {
 		t.Errorf("first caller: %+v", o)
 	}
 	if got := f.seen(); len(got) != 1 {
@@ -144,7 +144,7 @@ func TestGrantToDepartedGivenBack(t *testing.T) {
 	f := &fakeTarget{key: "a", decide: g.decide}
 	bg := context.Background()
 	first := goTry(bg, e, f, 1)
-	h := g.next()
+	h := g.next(t)
 	ctxB, cancelB := context.WithCancel(bg)
 	ctxC, cancelC := context.WithCancel(bg)
 	b := goTry(ctxB, e, f, 2)
@@ -152,15 +152,15 @@ func TestGrantToDepartedGivenBack(t *testing.T) {
 	c := goTry(ctxC, e, f, 3)
 	waitFor(t, "C queued", func() bool { return e.Pending("a") == 2 })
 	h.reply(grants(1))
-	<-first
-	second := g.next()
+	recv(t, "first caller", first)
+	second := g.next(t)
 	if !slices.Equal(second.ns, []int64{2, 3}) {
 		t.Fatalf("second call %v, want [2 3]", second.ns)
 	}
 	cancelB()
 	cancelC()
 	for _, ch := range []<-chan Outcome{b, c} {
-		if o := <-ch; !errors.Is(o.Err, context.Canceled) {
+		if o := recv(t, "caller", ch); !errors.Is(o.Err, context.Canceled) {
 			t.Errorf("departed caller: %+v, want context.Canceled", o)
 		}
 	}
@@ -180,18 +180,18 @@ func TestCallerLeavesStalledCall(t *testing.T) {
 	f := &fakeTarget{key: "a", decide: g.decide}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := goTry(ctx, e, f, 4)
-	stalled := g.next()
+	stalled := g.next(t)
 	cancel()
-	if o := <-a; !errors.Is(o.Err, context.Canceled) {
+	if o := recv(t, "caller", a); !errors.Is(o.Err, context.Canceled) {
 		t.Fatalf("caller: %+v, want context.Canceled", o)
 	}
 	next := goTry(context.Background(), e, f, 1)
-	c := g.next()
+	c := g.next(t)
 	if !slices.Equal(c.ns, []int64{1}) {
 		t.Errorf("next call %v, want [1]", c.ns)
 	}
 	c.reply(grants(1))
-	if o := <-next; !o.Res.Granted {
+	if o := recv(t, "next", next); !o.Res.Granted {
 		t.Errorf("next caller: %+v", o)
 	}
 	if n := f.givenBack(); n != 0 {

@@ -59,7 +59,7 @@ func (r *leaseRig) up(t *testing.T) {
 // event waits for the next lease event and checks its accounting.
 func (r *leaseRig) event(t *testing.T) LeaseEvent {
 	t.Helper()
-	ev := <-r.events
+	ev := recv(t, "lease event", r.events)
 	if ev.Permits != ev.HandedOut+ev.Returned+ev.Kept {
 		t.Errorf("%s lease: %d permits, %d handed out + %d returned + %d kept", ev.End, ev.Permits, ev.HandedOut, ev.Returned, ev.Kept)
 	}
@@ -216,39 +216,47 @@ func TestDropLeaseEndsLive(t *testing.T) {
 }
 
 // A lease call in flight when DropLease is called is refused when it
-// returns: its callers get their permits, the lease's rest is given back
-// and nothing of it is handed out.
+// returns, before the function DropLease returned has run (dropping) or
+// after (a new gen): its callers get their permits, the lease's rest is
+// given back and nothing of it is handed out.
 func TestDropLeaseRefusesInFlight(t *testing.T) {
-	r := newLeaseRig("L")
-	granted := r.lim.lease
-	entered, release := make(chan struct{}), make(chan struct{})
-	first := true // read and set by one lease call at a time
-	r.lim.lease = func(c LeaseCall) LeaseReply {
-		if first {
-			first = false
-			close(entered)
-			<-release
+	for _, afterFirst := range []bool{false, true} {
+		r := newLeaseRig("L")
+		granted := r.lim.lease
+		entered, release := make(chan struct{}), make(chan struct{})
+		first := true // read and set by one lease call at a time
+		r.lim.lease = func(c LeaseCall) LeaseReply {
+			if first {
+				first = false
+				close(entered)
+				<-release
+			}
+			return granted(c)
 		}
-		return granted(c)
-	}
-	for range 3 {
-		r.try(t, 1)
-	}
-	fourth := goTry(context.Background(), r.e, r.lim, 1)
-	<-entered
-	after := r.e.DropLease(r.lim)
-	close(release)
-	if o := <-fourth; !o.Res.Granted {
-		t.Errorf("the lease call's caller: %+v, want granted", o)
-	}
-	ev := r.event(t)
-	if ev.End != LeaseRefused || ev.Permits != 6 || ev.HandedOut != 1 || ev.Returned != 5 {
-		t.Errorf("event %+v; want refused, 1 handed out, 5 returned", ev)
-	}
-	after()
-	r.noEvent(t)
-	if o := r.try(t, 1); o.Leased {
-		t.Errorf("hand-out from a refused lease: %+v", o)
+		for range 3 {
+			r.try(t, 1)
+		}
+		fourth := goTry(context.Background(), r.e, r.lim, 1)
+		recv(t, "lease call", entered)
+		after := r.e.DropLease(r.lim)
+		if afterFirst {
+			after()
+		}
+		close(release)
+		if o := recv(t, "fourth", fourth); !o.Res.Granted {
+			t.Errorf("the lease call's caller: %+v, want granted", o)
+		}
+		ev := r.event(t)
+		if ev.End != LeaseRefused || ev.Permits != 6 || ev.HandedOut != 1 || ev.Returned != 5 {
+			t.Errorf("after first %v: event %+v; want refused, 1 handed out, 5 returned", afterFirst, ev)
+		}
+		if !afterFirst {
+			after()
+		}
+		r.noEvent(t)
+		if o := r.try(t, 1); o.Leased {
+			t.Errorf("after first %v: hand-out from a refused lease: %+v", afterFirst, o)
+		}
 	}
 }
 

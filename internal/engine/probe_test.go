@@ -226,7 +226,7 @@ func TestProbeFullWindow(t *testing.T) {
 	if got := calls[len(calls)-1].form; got != (Form{Kind: Strict, Hold: 1}) {
 		t.Errorf("its call after probeFullSlot: %v, want Strict holding 1", got)
 	}
-	if o := <-ch; !o.Res.Granted || o.Waited != 1003*ms+probeFullSlot {
+	if o := recv(t, "caller", ch); !o.Res.Granted || o.Waited != 1003*ms+probeFullSlot {
 		t.Errorf("waiter: %+v; want granted after %v", o, 1003*ms+probeFullSlot)
 	}
 }
