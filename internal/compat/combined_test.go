@@ -85,12 +85,16 @@ func combinedRun(t *testing.T, v string, combined bool) (budgetSeen, int64, int)
 	if !combined {
 		opts = append(opts, ratelimiter.WithMaxBatch(1))
 	}
-	l := newGoClient(t, v, opts...).Limiter(limName(t, "comb"))
+	gc := newGoClient(t, v, opts...)
+	l := gc.Limiter(limName(t, "comb"))
 	check(t, errOnly(l.TrySetRate(ctx, ratelimiter.Config{Rate: combRate, Interval: combInterval})), "trySetRate")
-	key := l.Keys().Permits
+	key := goKeys(gc, l.Name()).Permits
 
 	grantRound(t, ctx, c, l)
 	aRecords := c.ZRangeWithScores(ctx, key, 0, -1).Val()
+	if len(aRecords) == 0 {
+		t.Fatalf("no records at %s after round A: the Go Client wrote elsewhere", key)
+	}
 	newestA := time.UnixMilli(int64(aRecords[len(aRecords)-1].Score))
 	time.Sleep(time.Until(time.UnixMilli(int64(aRecords[0].Score)).Add(600 * time.Millisecond)))
 	grantRound(t, ctx, c, l)

@@ -116,7 +116,7 @@ func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int
 	if !ok {
 		g, goRecords = p.b.(goSide), b
 	}
-	ms, err := rdb(t).ZRange(ctx, g.rl(name).Keys().Permits, 0, -1).Result()
+	ms, err := rdb(t).ZRange(ctx, g.keys(name).Permits, 0, -1).Result()
 	check(t, err, "zrange")
 	marked := 0
 	for _, m := range ms {
@@ -124,7 +124,7 @@ func checkMarks(t *testing.T, ctx context.Context, p pair, name string, a, b int
 		check(t, err, "decode record")
 		if rec.GoMarked() {
 			marked++
-			if tag, ok := rec.GoTag(); rec.Format != ratelimiter.FormatFI && (!ok || tag != g.c.RecordTag()) {
+			if tag, ok := rec.GoTag(); rec.Format != wire.FI && (!ok || tag != g.c.RecordTag()) {
 				t.Fatalf("Go record %x carries tag %q, %v; want the Client's %q", m, tag, ok, g.c.RecordTag())
 			}
 		}
@@ -160,7 +160,7 @@ func TestPerClientBudgets(t *testing.T) {
 		}
 		// The budgets live under each client's own id.
 		c := rdb(t)
-		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		keys := goKeys(ratelimiter.NewClient(c), name)
 		for _, s := range []struct {
 			sd   side
 			left string
@@ -261,7 +261,7 @@ func TestKeepStateAndUpdateRate(t *testing.T) {
 			t.Fatal("tryAcquire(2) refused")
 		}
 		check(t, p.a.setRate(ctx, name, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 4, Interval: time.Minute}, true), "setRate per-client keepState")
-		keys := goSide{c: ratelimiter.NewClient(rdb(t))}.rl(name).Keys()
+		keys := goKeys(ratelimiter.NewClient(rdb(t)), name)
 		if n := rdb(t).Exists(ctx, keys.Value, keys.Permits).Val(); n != 0 {
 			t.Fatalf("OVERALL state survived a mode change (%d keys)", n)
 		}
@@ -303,7 +303,7 @@ func TestExpiryAcrossSides(t *testing.T) {
 		ctx := ctxT(t, time.Minute)
 		name := limName(t, "exp")
 		c := rdb(t)
-		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		keys := goKeys(ratelimiter.NewClient(c), name)
 		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 5, Interval: time.Minute})), "trySetRate")
 		if !must[bool](t, "tryAcquire")(p.b.tryAcquire(ctx, name, 1)) {
 			t.Fatal("tryAcquire refused")
@@ -423,7 +423,7 @@ func TestKeepAliveAcrossSides(t *testing.T) {
 		name := limName(t, "ka")
 		c := rdb(t)
 		gc := ratelimiter.NewClient(c)
-		keys := gc.Limiter(name).Keys()
+		keys := goKeys(gc, name)
 		keepAlive := time.Second
 		cfg := ratelimiter.Config{Rate: 100, Interval: 200 * time.Millisecond, KeepAlive: keepAlive}
 		if !must[bool](t, "trySetRate")(p.a.trySetRate(ctx, name, cfg)) {
@@ -474,7 +474,7 @@ func TestTaggedNames(t *testing.T) {
 		ctx := ctxT(t, time.Minute)
 		name := "{" + limName(t, "tag") + "}rl"
 		c := rdb(t)
-		keys := goSide{c: ratelimiter.NewClient(c)}.rl(name).Keys()
+		keys := goKeys(ratelimiter.NewClient(c), name)
 		check(t, errOnly(p.a.trySetRate(ctx, name, ratelimiter.Config{Rate: 4, Interval: time.Minute})), "trySetRate")
 		if !must[bool](t, "b tryAcquire")(p.b.tryAcquire(ctx, name, 1)) || !must[bool](t, "a tryAcquire")(p.a.tryAcquire(ctx, name, 2)) {
 			t.Fatal("tryAcquire refused")
@@ -548,26 +548,26 @@ func TestErrorsAgree(t *testing.T) {
 }
 
 // TestMemberFormatMatters shows why the Go client must write the format the
-// Java fleet unpacks. Redisson 3.20.1 unpacks "Bc0I": it reads FormatBc0I
-// records right and misreads FormatLc0I ones (the layout the first written spec
+// Java fleet unpacks. Redisson 3.20.1 unpacks "Bc0I": it reads wire.Bc0I
+// records right and misreads wire.Lc0I ones (the layout the first written spec
 // attributes to 3.16.4-3.20.x). Redisson 3.16.8 unpacks "Lc0I": it reads
-// FormatLc0I records right, while a FormatBc0I record makes its scripts
+// wire.Lc0I records right, while a wire.Bc0I record makes its scripts
 // fail (the first 8 bytes, read as the length, point far past the record).
 // formatFor picks the readable format for each.
 func TestMemberFormatMatters(t *testing.T) {
 	for _, vc := range []struct {
 		v            string
-		right, wrong ratelimiter.MemberFormat
+		right, wrong wire.Format
 	}{
-		{"3.20.1", ratelimiter.FormatBc0I, ratelimiter.FormatLc0I},
-		{"3.16.8", ratelimiter.FormatLc0I, ratelimiter.FormatBc0I},
+		{"3.20.1", wire.Bc0I, wire.Lc0I},
+		{"3.16.8", wire.Lc0I, wire.Bc0I},
 	} {
 		t.Run(vc.v, func(t *testing.T) {
 			if formatFor(vc.v) != vc.right {
 				t.Fatalf("formatFor(%s) = %v, but %v is the format it reads", vc.v, formatFor(vc.v), vc.right)
 			}
 			j := javaSide{peerFor(t, vc.v)}
-			for _, f := range []ratelimiter.MemberFormat{vc.right, vc.wrong} {
+			for _, f := range []wire.Format{vc.right, vc.wrong} {
 				readable := f == vc.right
 				t.Run(f.String(), func(t *testing.T) {
 					ctx := ctxT(t, time.Minute)
@@ -628,9 +628,9 @@ func TestAvailableAfterReleaseAndExpiry(t *testing.T) {
 					// Give the permits back as Redisson's release does (3.52+):
 					// the value rises, the record stays. (Go's Release takes
 					// them out of the record instead.)
-					check(t, c.Set(ctx, g.rl(name).Keys().Value, rate, 0).Err(), "release as Java does")
+					check(t, c.Set(ctx, g.keys(name).Value, rate, 0).Err(), "release as Java does")
 					// Wait until the record leaves the window, by its score.
-					zs := c.ZRangeWithScores(ctx, g.rl(name).Keys().Permits, 0, -1).Val()
+					zs := c.ZRangeWithScores(ctx, g.keys(name).Permits, 0, -1).Val()
 					if len(zs) != 1 {
 						t.Fatalf("%d records, want 1", len(zs))
 					}

@@ -120,7 +120,7 @@ func startMixed(ctx context.Context, t *testing.T, v string, peers []*Peer, part
 		if _, err := rl.TrySetRate(ctx, p.cfg); err != nil {
 			t.Fatal(err)
 		}
-		p.permits, names[i] = rl.Keys().Permits, p.name
+		p.permits, names[i] = goKeys(setup, p.name).Permits, p.name
 	}
 	stop := observeRecords(ctx, rdb(t), parts)
 	for i, p := range parts {

@@ -54,7 +54,7 @@ func TestCompositeWithJava(t *testing.T) {
 
 			// The per-second records expire: the hint is the composite's
 			// record's; Java's, a call later, may be some ms younger.
-			sk := newGoClient(t, v).Limiter(sec).Keys().Permits
+			sk := goKeys(newGoClient(t, v), sec).Permits
 			newest := rdb(t).ZRangeWithScores(ctx, sk, -1, -1).Val()
 			if len(newest) != 1 || res.RetryAfter <= 0 {
 				t.Fatalf("per-second records %v, hint %v", newest, res.RetryAfter)

@@ -75,14 +75,14 @@ func TestLeaseRecordsWithJava(t *testing.T) {
 					t.Fatal("refused within the rate")
 				}
 			}
-			held, goNewest := recordsHeld(t, ctx, c, l.Keys().Permits)
+			held, goNewest := recordsHeld(t, ctx, c, goKeys(g, l.Name()).Permits)
 			t.Logf("Redisson %s: %d Go grants (%d from leases); the records hold %d", v, grants, leased.Load(), held)
 			if leased.Load() == 0 || held <= grants {
 				t.Fatalf("no live lease: %d leased, records hold %d", leased.Load(), held)
 			}
 			avail(rate-held, "lease live") // the whole lease counts
 			check(t, g.Close(ctx), "close")
-			if h, _ := recordsHeld(t, ctx, c, l.Keys().Permits); h != grants {
+			if h, _ := recordsHeld(t, ctx, c, goKeys(g, l.Name()).Permits); h != grants {
 				t.Fatalf("after Close the records hold %d, want %d", h, grants)
 			}
 			avail(rate-grants, "lease returned")
@@ -91,7 +91,7 @@ func TestLeaseRecordsWithJava(t *testing.T) {
 			time.Sleep(time.Until(goNewest.Add(500 * time.Millisecond)))
 			javaTry(rate-grants, true, "the budget after the return")
 			javaTry(1, false, "one more")
-			_, javaNewest := recordsHeld(t, ctx, c, l.Keys().Permits)
+			_, javaNewest := recordsHeld(t, ctx, c, goKeys(g, l.Name()).Permits)
 			// The Go records (the shrunk lease among them) expire first:
 			// Redisson adds back exactly the permits handed out.
 			time.Sleep(time.Until(goNewest.Add(interval + 5*time.Millisecond)))
@@ -127,9 +127,10 @@ func leaseMixedLoad(t *testing.T, v string, dur time.Duration) {
 	c := rdb(t)
 	ctx := ctxT(t, dur+2*time.Minute)
 	name := limName(t, "lease-load")
-	setup := newGoClient(t, v).Limiter(name)
+	gc := newGoClient(t, v)
+	setup := gc.Limiter(name)
 	check(t, errOnly(setup.TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: interval})), "trySetRate")
-	key := setup.Keys().Permits
+	key := goKeys(gc, name).Permits
 
 	// Observer: every record seen, by its prefix (all but the count) and
 	// score: a lease record is rewritten with a smaller count and the same

@@ -121,11 +121,12 @@ func runLoad(t *testing.T, v string, spec loadSpec) loadResult {
 	c := rdb(t)
 	name := limName(t, "load")
 	ctx := ctxT(t, dur+2*time.Minute)
-	setup := newGoClient(t, v).Limiter(name)
+	gc := newGoClient(t, v)
+	setup := gc.Limiter(name)
 	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: loadRate, Interval: loadInterval}); err != nil {
 		t.Fatal(err)
 	}
-	permitsKey := setup.Keys().Permits
+	permitsKey := goKeys(gc, name).Permits
 
 	// Observer: every record ever in the permits set, with its exact score
 	// (recordID).

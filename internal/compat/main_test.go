@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	ratelimiter "github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // One redis-server and one default peer per Redisson version serve the whole
@@ -141,17 +141,17 @@ func rdb(t testing.TB) *redis.Client {
 
 // formatFor is the member format a Go client must write next to a Redisson
 // version (observed; see observedFormat and TestMemberFormatMatters).
-// 3.20.1 unpacks "Bc0I", which reads the library's 16-byte FormatBc0I
-// records correctly and misreads FormatLc0I ones; 3.16.8 unpacks "Lc0I", so
-// it needs FormatLc0I; 3.16.3 unpacks "fI".
-func formatFor(version string) ratelimiter.MemberFormat {
+// 3.20.1 unpacks "Bc0I", which reads the library's 16-byte wire.Bc0I
+// records correctly and misreads wire.Lc0I ones; 3.16.8 unpacks "Lc0I", so
+// it needs wire.Lc0I; 3.16.3 unpacks "fI".
+func formatFor(version string) wire.Format {
 	switch version {
 	case "3.16.8":
-		return ratelimiter.FormatLc0I
+		return wire.Lc0I
 	case "3.16.3":
-		return ratelimiter.FormatFI
+		return wire.FI
 	}
-	return ratelimiter.FormatBc0I
+	return wire.Bc0I
 }
 
 // versionAtLeast compares dotted versions numerically.

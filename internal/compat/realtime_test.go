@@ -64,7 +64,8 @@ func mixedFleetBound(t *testing.T, dur time.Duration) {
 	c := rdb(t)
 	name := limName(t, "fleet")
 	ctx := ctxT(t, dur+time.Minute)
-	setup := newGoClient(t, v).Limiter(name)
+	gc := newGoClient(t, v)
+	setup := gc.Limiter(name)
 	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: rate, Interval: iv}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func mixedFleetBound(t *testing.T, dur time.Duration) {
 		t.Fatal(err)
 	}
 
-	log := &recordLog{key: setup.Keys().Permits, interval: iv, tick: 2 * time.Millisecond, margin: before.expiryMargin(), seen: map[string]seenRecord{}}
+	log := &recordLog{key: goKeys(gc, name).Permits, interval: iv, tick: 2 * time.Millisecond, margin: before.expiryMargin(), seen: map[string]seenRecord{}}
 	obsCtx, stopObs := context.WithCancel(ctx)
 	obsDone := make(chan struct{})
 	go func() { defer close(obsDone); log.sample(obsCtx, c) }()

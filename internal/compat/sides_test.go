@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // side is one client of a limiter: the Java peer (real Redisson) or the Go
@@ -160,6 +161,9 @@ func (g goSide) id() string     { return g.c.ID() }
 
 func (g goSide) rl(name string) *ratelimiter.Limiter { return g.c.Limiter(name) }
 
+// keys returns the keys of name as g's Client names them (goKeys).
+func (g goSide) keys(name string) wire.Keys { return goKeys(g.c, name) }
+
 func (g goSide) trySetRate(ctx context.Context, name string, c ratelimiter.Config) (bool, error) {
 	return g.rl(name).TrySetRate(ctx, c)
 }
@@ -227,6 +231,14 @@ func (g goSide) del(ctx context.Context, name string) (bool, error) {
 func (g goSide) exists(ctx context.Context, name string) (bool, error) {
 	return g.rl(name).Exists(ctx)
 }
+
+// goKeys returns the keys of the limiter name as Client c, made without a
+// name mapper, names them: Redisson's layout for name and c's id
+// (wire.KeysFor). The Client does not show its keys; the tests that read
+// Redis at these keys after Go grants fail when it wrote elsewhere, and
+// TestSnapshotKeyLayout's replay checks that Go Clients, with Java's
+// client ids and name mapper, write exactly the keys Redisson wrote.
+func goKeys(c *ratelimiter.Client, name string) wire.Keys { return wire.KeysFor(name, c.ID()) }
 
 // newGoClient makes a Go client on the package's Redis writing the member
 // format that matches a Redisson version.

@@ -84,9 +84,10 @@ func TestSoak(t *testing.T) {
 		if err := l.SetRate(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		key := l.Keys().Permits
+		keys := goKeys(client, name)
+		key := keys.Permits
 		if cfg.Mode == ratelimiter.PerClient {
-			key = l.Keys().ClientPermits
+			key = keys.ClientPermits
 		}
 		watch[name] = &recordLog{key: key, interval: cfg.Interval, margin: clkBefore.expiryMargin(), seen: map[string]seenRecord{}}
 		callers[name] = &callerLog{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // weightedVersions are the versions the weighted composite tests run
@@ -85,7 +86,7 @@ func TestWeightedCompositeWithJava(t *testing.T) {
 			}
 
 			// Redisson expires the composite's shrunk record with its own.
-			tk := newGoClient(t, v).Limiter(tok).Keys().Permits
+			tk := goKeys(newGoClient(t, v), tok).Permits
 			newest := rdb(t).ZRangeWithScores(ctx, tk, -1, -1).Val()
 			if len(newest) != 1 {
 				t.Fatalf("tokens records %v", newest)
@@ -137,7 +138,7 @@ func weightedLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.D
 	// fewer than the grants); 600 makes that about 25 times rarer. Beside
 	// 3.16.3 the tokens part then sees a fifth of the load of 4.7.0's.
 	tokens := int64(3000)
-	if formatFor(v) == ratelimiter.FormatFI {
+	if formatFor(v) == wire.FI {
 		tokens = 600
 	}
 	parts := []*loadPart{
