@@ -50,7 +50,7 @@ func TestSides(t *testing.T) {
 // half of the window, down when over, not within the band, and within its
 // bounds.
 func TestFleetStep(t *testing.T) {
-	now := time.Now()
+	now := fakeStart
 	f := &fleet{interval: time.Second, spread: spreadStart}
 	f.step(now, 40, 10)
 	if f.spread <= spreadStart || !f.shared(now) {
@@ -89,7 +89,7 @@ func TestFleetStep(t *testing.T) {
 // a loaded moment starved keeps the fair wakes until a probe window can
 // show it again; after that, a census that sees none lets it go.
 func TestSharedHold(t *testing.T) {
-	now := time.Now()
+	now := fakeStart
 	for _, c := range []struct {
 		interval, hold time.Duration
 	}{
@@ -191,7 +191,7 @@ func TestTally(t *testing.T) {
 // 20 the others are ahead (the spread goes down). Without the option the
 // sides' permits are compared as they are.
 func TestForeignWaitersStep(t *testing.T) {
-	e := New(Options{MaxBatch: 128, Foreign: 1})
+	e, c := newFakeEngine(Options{MaxBatch: 128, Foreign: 1})
 	key := "k"
 	for i := 0; i < 8; i++ {
 		e.blocking(key, 1, 0)
@@ -199,7 +199,7 @@ func TestForeignWaitersStep(t *testing.T) {
 	e.lanes.mu.Lock()
 	f := e.lanes.fleets[key]
 	f.interval = time.Second
-	now := time.Now()
+	now := c.Now()
 	f.granted.add(now, f.interval, 80) // 40 per interval
 	a, b := e.weigh(f, now, 45, 5)
 	f.step(now, a, b)
@@ -212,6 +212,14 @@ func TestForeignWaitersStep(t *testing.T) {
 		t.Errorf("others 20 per waiter, ours 5: spread %v, want under %v", f.spread, spreadStart)
 	}
 	e.lanes.mu.Unlock()
+	e.blocking(key, -1, 20) // a caller granted 20 leaves: counted at the Engine's time
+	if got := f.granted.perInterval(c.Now(), f.interval); got != 50 {
+		t.Errorf("granted %v per interval, want 50", got)
+	}
+	c.Advance(2 * time.Second)
+	if got := f.granted.perInterval(c.Now(), f.interval); got != 0 {
+		t.Errorf("two intervals later: granted %v per interval, want 0", got)
+	}
 	for i := 0; i < 10; i++ {
 		e.blocking(key, -1, 0)
 	}

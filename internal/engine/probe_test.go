@@ -39,7 +39,7 @@ func TestProbeWindow(t *testing.T) {
 // window's; once held, all permits for probeFullSlot (full windows), one
 // until probeSlot, then none, whatever the window says.
 func TestHoldOf(t *testing.T) {
-	now := time.Now()
+	now := fakeStart
 	bg := context.Background()
 	waiter := &request{blocking: true, ctx: bg}
 	short, cancel := context.WithDeadline(bg, now.Add(probeSlot/2))
