@@ -39,7 +39,8 @@ func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) e
 	return t.c.conn.Acquire(ctx, t.sk, f, ns)
 }
 
-// GiveBack runs internal/script/lua/release.lua: n permits back, out of the newest records.
+// GiveBack runs internal/script/lua/release.lua: n permits back, out of
+// the newest records.
 func (t *limiterTarget) GiveBack(ctx context.Context, n int64) error {
 	_, err := t.lim().eval(ctx, script.Release, t.sk.All, n, t.c.stamp())
 	return err

@@ -231,9 +231,10 @@ func (ls *leasing) refill(lim Limiter, n int64) int64 {
 // and how many permits it asks in all (need plus the lease): only under
 // steady demand (MinDemand within about a Duration), not while another
 // lease call of the lane awaits its reply (an abandoned one), not while
-// this Client's SetRate, UpdateRate, Delete or Expire* of the limiter is in
-// progress, not while quiet after a declined lease, and not when the last figures seen leave no room for
-// more than need. Call with ll.mu held.
+// this Client's SetRate, UpdateRate, Delete or Expire* of the limiter is
+// in progress, not while quiet after a declined lease, and not when the
+// last figures seen leave no room for more than need. Call with ll.mu
+// held.
 func (ll *leaseLane) plan(now time.Time, need int64, o LeaseOptions, share int64) (int64, bool) {
 	if ll.calling || ll.dropping > 0 || now.Before(ll.quiet) || need > MaxPermits-2 {
 		return 0, false
