@@ -101,9 +101,13 @@ func (r *Limiter) TrySetRate(ctx context.Context, cfg Config) (bool, error) {
 type SetRateOption struct{ keepState bool }
 
 // KeepState makes SetRate or UpdateRate keep the permits taken in the
-// current window: the value becomes max(0, rate - permits still in the
-// new interval) instead of a fresh, full budget. When the mode changes the
-// state is reset anyway. Redisson 4.4 and later offer the same.
+// current window: the value becomes rate - permits still in the new
+// interval instead of a fresh, full budget. A rate lowered under those
+// permits keeps the debt (a value below 0, reported as 0 by
+// AvailablePermits): nothing is granted, and no Release or lease return
+// makes anything available, until enough of the window's records leave
+// it. When the mode changes the state is reset anyway. Redisson 4.4 and
+// later offer the same, but store 0 for a debt (docs/differences.md).
 func KeepState() SetRateOption { return SetRateOption{keepState: true} }
 
 // SetRate writes the configuration whether or not the limiter exists and,

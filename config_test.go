@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 func TestTrySetRate(t *testing.T) {
@@ -191,12 +192,54 @@ func TestKeepState(t *testing.T) {
 		require.Greater(t, rdb.PTTL(ctx, key).Val(), 50*time.Second, key)
 	}
 
-	// A rate below what is used leaves nothing, not a negative value.
+	// A rate below what is used keeps the debt: 3 - 4 = -1, and nothing
+	// is available.
 	require.NoError(t, l.SetRate(ctx, ratelimiter.Config{Rate: 3, Interval: 5 * time.Second, KeepAlive: time.Minute}, ratelimiter.KeepState()))
-	require.Equal(t, "0", rdb.Get(ctx, k.Value).Val())
+	require.Equal(t, "-1", rdb.Get(ctx, k.Value).Val())
 	ok, err = l.TryAcquire(ctx, 1)
 	require.NoError(t, err)
 	require.False(t, ok)
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "never below 0")
+}
+
+// Lowering a rate with KeepState under the permits in the window is not
+// undone by a later Release (issue: 225 in the window of a limiter
+// lowered from 1000 to 100, a release of 100 unused made 100 available):
+// the window never holds more than the new rate's worth of new grants
+// until its records leave it.
+func TestKeepStateDebtSurvivesRelease(t *testing.T) {
+	ctx := context.Background()
+	l, rdb, clock := setup(t, ratelimiter.Config{Rate: 1000, Interval: 10 * time.Second})
+	for i := 0; i < 9; i++ {
+		ok, err := l.TryAcquire(ctx, 25)
+		require.NoError(t, err)
+		require.True(t, ok)
+		clock.Advance(100 * time.Millisecond)
+	}
+	require.NoError(t, l.SetRate(ctx, ratelimiter.Config{Rate: 100, Interval: 10 * time.Second}, ratelimiter.KeepState()))
+	require.NoError(t, l.Release(ctx, 100))
+	n, err := l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "125 still in the window of a 100 limiter")
+	ok, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.False(t, ok)
+	// As the records leave the window, what comes back is the rate less
+	// what is left in it, never more.
+	clock.Advance(10 * time.Second)
+	n, err = l.AvailablePermits(ctx)
+	require.NoError(t, err)
+	held := int64(0)
+	for _, z := range rdb.ZRangeWithScores(ctx, l.Keys().Permits, 0, -1).Val() {
+		if int64(z.Score) > clock.Millis()-10_000 {
+			m, err := wire.Decode([]byte(z.Member.(string)))
+			require.NoError(t, err)
+			held += int64(m.Permits)
+		}
+	}
+	require.LessOrEqual(t, n+held, int64(100), "available %d beside %d still in the window", n, held)
 }
 
 func TestConfigValidation(t *testing.T) {

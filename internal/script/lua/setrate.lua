@@ -47,6 +47,11 @@ if not keepState then
   return 1
 end
 redis.call('ZREMRANGEBYSCORE', permitsKey, '-inf', cutoff)
-redis.call('SET', valueKey, math.max(0, rate - used))
+-- The value keeps the debt: a rate lowered under the permits still in the
+-- window stores rate - used below 0, so that a later release or lease
+-- return, which adds to the value, cannot make more available than the
+-- rate less what the window holds (settle adds the expiring records back
+-- to it as they leave).
+redis.call('SET', valueKey, rate - used)
 refresh(valueKey, permitsKey, keep)
 return 1
