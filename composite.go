@@ -260,7 +260,7 @@ func (a *Composite) maxWeight() int64 { return a.maxW }
 
 // GiveBack runs internal/script/lua/release_all.lua: n permits (times the weights) back
 // to the parts, in one script call.
-func (t *compositeTarget) GiveBack(ctx context.Context, n int64) error {
+func (t *compositeTarget) GiveBack(ctx context.Context, n int64, _ []byte) error {
 	a := (*Composite)(t)
 	return a.named(a.partErr(a.c.conn.ReleaseAll(ctx, &a.sp, n)))
 }
@@ -291,13 +291,13 @@ func (a *Composite) partErr(err error) error {
 // its weight to each part of nonzero weight, in one script call: every
 // part gives back or, on an error, none does (each part's configuration
 // and state are checked before the first write). Each part gives back as
-// Limiter.Release does: up to its rate, taking the permits out of its
-// newest permit records in the window (shrinking or removing at most 128
-// records), so that they do not come back a second time when those
-// records expire. It is meant for permits this composite took (the
+// Limiter.Release does: up to its rate, taking the permits out of this
+// Client's own records and Redisson's in the window, oldest first (among
+// the 256 oldest), so that they do not come back a second time when those
+// records expire and no record granted after the releaser's gives its
+// permits back early. It is meant for permits this composite took (the
 // unused part of an estimate: take Weighted(1, 750), use 300 tokens,
-// Release Weighted(0, 450) with n = 1), and gives back what the newest
-// records hold whoever wrote them.
+// Release Weighted(0, 450) with n = 1).
 //
 // A part gives back less than asked, without an error, when its records
 // in the window hold fewer permits: records that already left the window

@@ -7,11 +7,17 @@ import (
 )
 
 // Release gives n permits back to the limiter now, up to its rate. It
-// takes the same number out of the newest permit records (shrinking or
+// takes the same number out of permit records in the window (shrinking or
 // removing them), so that the permits are not given back a second time
 // when those records expire: a release never raises the budget of a later
-// window. It gives back at most what the 128 newest records in the window
-// hold. n = 0 does nothing and sends nothing.
+// window. It takes them out of this Client's own records and Redisson's,
+// oldest first, never out of another Go Client's (which may be a live
+// lease) nor out of a record granted after the releaser's: every real-time
+// window then holds at most the rate, as long as the permits released
+// were granted to this Client within the interval (a release after their
+// interval ended gives back permits that already came back). It gives back
+// at most what the 256 oldest records in the window hold (docs/
+// differences.md). n = 0 does nothing and sends nothing.
 //
 // Java Redisson's release (3.52 and later) only raises the value and
 // leaves the records, so on a limiter shared with Java the permits it

@@ -40,9 +40,10 @@ func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) e
 }
 
 // GiveBack runs internal/script/lua/release.lua: n permits back, out of
-// the newest records.
-func (t *limiterTarget) GiveBack(ctx context.Context, n int64) error {
-	_, err := t.lim().eval(ctx, script.Release, t.sk.All, n, t.c.stamp())
+// this Client's own records, oldest first, never out of keep.
+func (t *limiterTarget) GiveBack(ctx context.Context, n int64, keep []byte) error {
+	mark, at := t.c.conn.OwnMark()
+	_, err := t.lim().eval(ctx, script.Release, t.sk.All, n, t.c.stamp(), mark, at, keep)
 	return err
 }
 

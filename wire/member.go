@@ -112,6 +112,20 @@ func New(f Format, tag Tag, permits uint32) []byte {
 	return m
 }
 
+// OwnMark returns the bytes by which a record that New writes in format f
+// with tag is known as that tag's, and their 1-based offset in the record
+// (the release scripts compare them, giveback.lua), or nil and 0 for FI,
+// which has no room for a tag. An invalid f is Bc0I, as in New.
+func OwnMark(f Format, tag Tag) ([]byte, int) {
+	switch f {
+	case FI:
+		return nil, 0
+	case Lc0I:
+		return hex.AppendEncode([]byte(goMark), tag[:]), 9 // after the 8-byte length
+	}
+	return append([]byte(goMark), tag[:]...), 2 // after the length byte
+}
+
 // goMark starts the random part of every Bc0I and Lc0I record this
 // library writes. Redisson never reads a record's random part (it unpacks
 // the permits only), so the mark is invisible to it, and Redisson's own

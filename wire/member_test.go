@@ -56,3 +56,25 @@ func TestMemberErrors(t *testing.T) {
 	require.Equal(t, "fI", wire.FI.String())
 	require.Equal(t, "Format(9)", wire.Format(9).String())
 }
+
+// OwnMark finds a Client's records, and only its, at the offset it names,
+// in every format that has a tag.
+func TestOwnMark(t *testing.T) {
+	mine, other := wire.Tag{1, 2, 3, 4}, wire.Tag{1, 2, 3, 5}
+	for _, f := range []wire.Format{wire.Bc0I, wire.Lc0I} {
+		mark, at := wire.OwnMark(f, mine)
+		for i := 0; i < 50; i++ {
+			m := wire.New(f, mine, uint32(i))
+			if got := m[at-1 : at-1+len(mark)]; string(got) != string(mark) {
+				t.Fatalf("%v: record %x has %x at %d, want %x", f, m, got, at, mark)
+			}
+			o := wire.New(f, other, uint32(i))
+			if string(o[at-1:at-1+len(mark)]) == string(mark) {
+				t.Fatalf("%v: another tag's record %x carries the mark %x", f, o, mark)
+			}
+		}
+	}
+	if mark, at := wire.OwnMark(wire.FI, mine); mark != nil || at != 0 {
+		t.Errorf("FI: %x at %d, want none", mark, at)
+	}
+}

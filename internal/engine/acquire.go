@@ -118,16 +118,20 @@ func (e *Engine) waitUntil(ctx context.Context, t Target, n int64, limit time.Ti
 
 // Release gives n permits of t back: for a Limiter with leases, into
 // this Engine's live lease of it first, up to what the lease handed out
-// (no Redis call for that part); the rest through t.GiveBack. Every local
-// refusal ends: they may no longer hold.
+// (no Redis call for that part); the rest through t.GiveBack, which leaves
+// the lease's record alone. Every local refusal ends: they may no longer
+// hold.
 func (e *Engine) Release(ctx context.Context, t Target, n int64) error {
 	defer e.refusals.forget()
+	var keep []byte
 	if lim, ok := t.(Limiter); ok && e.leases != nil {
-		if n -= e.leases.refill(lim, n); n == 0 {
+		var x int64
+		if x, keep = e.leases.refill(lim, n); x == n {
 			return nil
 		}
+		n -= x
 	}
-	return t.GiveBack(ctx, n)
+	return t.GiveBack(ctx, n, keep)
 }
 
 // Forget ends every local refusal: the caller changed what a limiter

@@ -17,6 +17,7 @@ type fakeTarget struct {
 	decide func(form Form, ns []int64) Reply
 	calls  []call
 	given  int64
+	keeps  [][]byte // each GiveBack's record left alone
 }
 
 // call is one Decide as the fake saw it.
@@ -40,9 +41,10 @@ func (f *fakeTarget) Decide(_ context.Context, form Form, ns []int64) Reply {
 	return grants(len(ns))
 }
 
-func (f *fakeTarget) GiveBack(_ context.Context, n int64) error {
+func (f *fakeTarget) GiveBack(_ context.Context, n int64, keep []byte) error {
 	f.mu.Lock()
 	f.given += n
+	f.keeps = append(f.keeps, keep)
 	f.mu.Unlock()
 	return nil
 }

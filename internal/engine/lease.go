@@ -211,20 +211,26 @@ func (l *lease) result(now time.Time) Result {
 // most what it handed out, and returns how many it took: Release gives
 // those back without a Redis call (the lease's record still counts them;
 // they are handed out again before the deadline or given back at its end).
-func (ls *leasing) refill(lim Limiter, n int64) int64 {
+// It also returns the record of a lease that has not ended (nil when
+// none): the rest of the release must leave it alone, or the lease would
+// hand out, or give back by name, permits its record no longer holds.
+func (ls *leasing) refill(lim Limiter, n int64) (int64, []byte) {
 	if _, ok := ls.m.Load(lim.LaneKey()); !ok {
-		return 0
+		return 0, nil
 	}
 	ll := ls.lane(lim)
 	defer ll.mu.Unlock()
 	l := ll.cur
-	if l == nil || !ls.time.Now().Before(l.until) {
-		return 0
+	if l == nil || l.ended {
+		return 0, nil
+	}
+	if !ls.time.Now().Before(l.until) {
+		return 0, l.member
 	}
 	x := min(n, l.handed)
 	l.left += x
 	l.handed -= x
-	return x
+	return x, l.member
 }
 
 // plan says whether the lane's next call, for need permits, takes a lease,

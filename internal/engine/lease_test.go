@@ -296,3 +296,32 @@ func TestCloseReturnsLeases(t *testing.T) {
 		t.Errorf("timers left: %v", fmtTimes(p))
 	}
 }
+
+// A Release beyond what the live lease handed out goes to GiveBack with
+// the lease's record to leave alone; without a live lease, with none.
+func TestReleaseKeepsLiveLeaseRecord(t *testing.T) {
+	r := newLeaseRig("L")
+	r.up(t)
+	r.try(t, 1) // 2 handed out (the lease call's own and this): a Release of 3 puts 2 back, sends 1
+	if err := r.e.Release(context.Background(), r.lim, 3); err != nil {
+		t.Fatal(err)
+	}
+	r.lim.mu.Lock()
+	given, keeps := r.lim.given, r.lim.keeps
+	r.lim.mu.Unlock()
+	if given != 1 || len(keeps) != 1 || string(keeps[0]) != "m1" {
+		t.Fatalf("GiveBack of %d keeping %q, want 1 keeping m1", given, keeps)
+	}
+	waitTimers(t, r.c, 50*ms)
+	r.c.Advance(50 * ms)
+	r.event(t)
+	if err := r.e.Release(context.Background(), r.lim, 1); err != nil {
+		t.Fatal(err)
+	}
+	r.lim.mu.Lock()
+	keeps = r.lim.keeps
+	r.lim.mu.Unlock()
+	if len(keeps) != 2 || keeps[1] != nil {
+		t.Errorf("after the lease ended, GiveBack kept %q, want nothing", keeps[len(keeps)-1])
+	}
+}

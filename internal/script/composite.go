@@ -50,8 +50,9 @@ func (c *Conn) AcquireAll(ctx context.Context, p *Parts, f engine.Form, ns []int
 // ReleaseAll runs lua/release_all.lua: n permits times each weight back
 // to the parts of p with a weight, in one script call.
 func (c *Conn) ReleaseAll(ctx context.Context, p *Parts, n int64) error {
-	args := make([]any, 0, 1+len(p.On))
-	args = append(args, c.Stamp())
+	mark, at := c.OwnMark()
+	args := make([]any, 0, 3+len(p.On))
+	args = append(args, c.Stamp(), mark, at)
 	for _, w := range p.Weights {
 		args = append(args, n*w.(int64))
 	}

@@ -3,6 +3,8 @@ package script
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // Clocks (docs/protocol.md, "Clocks"). A permit record's stamp decides
@@ -23,6 +25,11 @@ func (c *Conn) Stamp() any {
 	}
 	return ""
 }
+
+// OwnMark returns what marks this Conn's own permit records and its
+// 1-based offset, as the release scripts take them (wire.OwnMark): a
+// release takes permits out of the releasing Client's own records only.
+func (c *Conn) OwnMark() ([]byte, int) { return wire.OwnMark(c.format, c.tag) }
 
 // maxPerClient bounds the PER_CLIENT limiter names a Conn remembers;
 // the set starts afresh when it is reached (a forgotten limiter costs one

@@ -1,10 +1,11 @@
 -- release on several limiters at once (a Composite's Release): one
 -- script call, so that every part gives back or, on an error, none does.
 -- KEYS: K1..K5 of docs/protocol.md for each part, part after part.
--- ARGV: now (ms, or '' for the server's clock), then the permits to give
--- back to each part, in order (each > 0: Go sends only the parts it
--- releases). Each part gives back as release.lua does (lib.lua,
--- giveBack). Returns the permits given back to each part.
+-- ARGV: now (ms, or '' for the server's clock), the releasing Client's
+-- own-record mark and its 1-based offset ('' and 0: every record), then
+-- the permits to give back to each part, in order (each > 0: Go sends
+-- only the parts it releases). Each part gives back as release.lua does
+-- (giveback.lua, giveBack). Returns the permits given back to each part.
 --
 -- Every check that can refuse the call (a part not configured, a field
 -- or key the protocol does not expect) runs for every part before the
@@ -37,7 +38,8 @@ local out = {}
 for p = 1, k do
   local rate, interval, keep, valueKey, permitsKey = unpack(cfg[p])
   local value = settle(valueKey, permitsKey, now, interval, rate)
-  out[p] = giveBack(valueKey, permitsKey, now, interval, rate, value, tonumber(ARGV[1 + p]))
+  out[p] = giveBack(valueKey, permitsKey, now, interval, rate, value, tonumber(ARGV[3 + p]),
+    ARGV[2], tonumber(ARGV[3]), '')
   refresh(valueKey, permitsKey, keep, KEYS[(p - 1) * 5 + 1])
 end
 return out
