@@ -144,3 +144,56 @@ func TestLocalRefusalsFleet(t *testing.T) {
 	require.LessOrEqual(t, perRefusal, 0.05)
 	checkWindows(t, <-records, rate, interval-min(stampWindowSlack(t, stalls()), interval*3/4))
 }
+
+// A local refusal ends at most one interval after its call was sent:
+// after a writer stamping a minute ahead, the operator deletes and
+// re-creates the limiter; a Client that was refused with a minute's hint
+// asks Redis again an interval later and is granted (it kept refusing
+// locally for the whole minute before). Both reply forms: TryAcquire's
+// (the single form, whose refusal carries the interval since) and
+// Allow's.
+func TestLocalRefusalAtMostAnInterval(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "try", true: "allow"}[allow], func(t *testing.T) {
+			ctx := context.Background()
+			rdb := newRedis(t)
+			name := uniqueName(t)
+			cfg := ratelimiter.Config{Rate: 1, Interval: time.Second}
+			ahead := ratelimiter.NewClient(rdb, ratelimiter.WithServerClock(false),
+				ratelimiter.WithClock(func() time.Time { return time.Now().Add(time.Minute) })).Limiter(name)
+			_, err := ahead.TrySetRate(ctx, cfg)
+			require.NoError(t, err)
+			ok, err := ahead.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			var last ratelimiter.Decision
+			hooks := ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(d ratelimiter.Decision) { last = d }})
+			clock := newFakeClock() // dates this Client's local refusals only
+			l := ratelimiter.NewClient(rdb, hooks, ratelimiter.WithClock(clock.Now)).Limiter(name)
+			call := func() bool {
+				if allow {
+					res, err := l.Allow(ctx, 1)
+					require.NoError(t, err)
+					return res.Granted
+				}
+				ok, err := l.TryAcquire(ctx, 1)
+				require.NoError(t, err)
+				return ok
+			}
+			require.False(t, call())
+			require.False(t, last.Local)
+			require.Greater(t, last.RetryAfter, 30*time.Second, "the record a minute ahead")
+			require.False(t, call())
+			require.True(t, last.Local, "refused locally within the interval")
+
+			operator := ratelimiter.NewClient(rdb).Limiter(name)
+			_, err = operator.Delete(ctx)
+			require.NoError(t, err)
+			_, err = operator.TrySetRate(ctx, cfg)
+			require.NoError(t, err)
+			clock.Advance(cfg.Interval)
+			require.True(t, call(), "an interval after the refusal, Redis is asked again")
+		})
+	}
+}

@@ -17,9 +17,10 @@ import (
 //   - this Client's own Release, SetRate, UpdateRate, TrySetRate or Delete
 //     forgets every local refusal at once;
 //   - other clients' releases and rate changes, and records that Redisson
-//     stamped ahead of the clock the scripts read, are seen at the latest when
-//     the hint ends: a caller is refused for up to d that Redis would
-//     have granted.
+//     stamped ahead of the clock the scripts read, are seen at the latest
+//     when the hint ends, and never later than one interval (of the config
+//     the refusing call read) after it was sent: a caller is refused for up
+//     to min(d, interval) that Redis would have granted.
 // Blocking calls never use them (their waiters already wait the hint),
 // and WithLocalRefusals(false) turns them off.
 
@@ -102,7 +103,17 @@ func (rs *refusals) note(key string, n int64, res Result, sent, now time.Time) {
 	if sent.IsZero() || sent.After(now) {
 		sent = now
 	}
-	rs.m[key] = refusal{until: sent.Add(res.RetryAfter - hintPad), n: n, res: res, at: now}
+	until := sent.Add(res.RetryAfter - hintPad)
+	if res.Interval > 0 {
+		// Never past one interval of the config the reply read: a hint
+		// longer than that comes from records stamped ahead of the clock
+		// the script reads, which a Delete and re-create, a SetRate or the
+		// writer's own clock can end at any moment; Redis is asked again.
+		if end := sent.Add(res.Interval); end.Before(until) {
+			until = end
+		}
+	}
+	rs.m[key] = refusal{until: until, n: n, res: res, at: now}
 }
 
 // forget ends every local refusal: this Client changed what a limiter

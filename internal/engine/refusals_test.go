@@ -133,3 +133,21 @@ func TestLocalRefusalEnds(t *testing.T) {
 		t.Errorf("a blocking call after a refusal: %+v, %d calls; want its own call", o, len(f.seen()))
 	}
 }
+
+// A local refusal never outlasts one interval of the config the refusing
+// call read, however long the hint (records stamped a minute ahead).
+func TestLocalRefusalAtMostAnInterval(t *testing.T) {
+	sent := time.Unix(1000, 0)
+	var rs refusals
+	rs.note("k", 1, Result{RetryAfter: 61 * time.Second, Interval: time.Second}, sent, sent.Add(time.Millisecond))
+	if _, ok := rs.lookup("k", 1, false, sent.Add(time.Second-time.Millisecond)); !ok {
+		t.Error("within the interval: not refused locally")
+	}
+	if res, ok := rs.lookup("k", 1, false, sent.Add(time.Second)); ok {
+		t.Errorf("an interval after the send: refused locally for %v more", res.RetryAfter)
+	}
+	rs.note("k", 1, Result{RetryAfter: 61 * time.Second}, sent, sent)
+	if _, ok := rs.lookup("k", 1, false, sent.Add(time.Minute)); !ok {
+		t.Error("no interval known: the hint stands")
+	}
+}

@@ -18,7 +18,8 @@
 -- Reply form '0' (exactly one request): one integer, the fewest permits
 -- left among the parts (>= 0) on a grant, -1 when the record collided
 -- with an existing one in some part (nothing was granted: retry with a
--- fresh record), otherwise minus the wait hint in ms.
+-- fresh record), otherwise {minus the wait hint in ms, the interval of
+-- the part that waits longest} (acquire.lua's).
 -- Reply form '1': -1 on a collision, otherwise a table
 -- {k, parts, binds, then per request: granted (1 or 0), fewest permits
 -- left among the parts after it, hint}, where parts is {rate, interval,
@@ -180,6 +181,7 @@ end
 
 local total, stop, out, binds, each = 0, false, {}, {}, {}
 local granted, left, h = false, 0, 0
+local sbind = 0 -- the binding part of the last request (form '0' has one)
 for i = first, #ARGV do
   local n = tonumber(ARGV[i])
   local bind = 0
@@ -234,6 +236,7 @@ for i = first, #ARGV do
       end
     end
   end
+  sbind = bind
   if not single then
     out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or 0, left, h
     binds[#binds + 1] = bind
@@ -308,7 +311,11 @@ if single then
   if granted then
     return left
   end
-  return -h
+  local iv = 0
+  if sbind > 0 then
+    iv = interval[sbind]
+  end
+  return {-h, iv}
 end
 local parts = {}
 for p = 1, k do
