@@ -10,14 +10,15 @@ import (
 // takes the same number out of permit records in the window (shrinking or
 // removing them), so that the permits are not given back a second time
 // when those records expire: a release never raises the budget of a later
-// window. It takes them out of this Client's own records and Redisson's,
-// oldest first, never out of another Go Client's (which may be a live
-// lease) nor out of a record granted after the releaser's: every real-time
-// window then holds at most the rate, as long as the permits released
-// were granted to this Client within the interval (a release after their
-// interval ended gives back permits that already came back). It gives back
-// at most what the 256 oldest records in the window hold (docs/
-// differences.md). n = 0 does nothing and sends nothing.
+// window. It takes them out of this Client's own records first, then out
+// of Redisson's, newest first, never out of another Go Client's (which may
+// be a live lease): another Client's release never gives back permits this
+// Client's callers used. Release only what the caller took within its
+// interval: when another caller of the same Client was granted after the
+// releaser, its newer record gives the permits back, and a real-time
+// window can then hold more than the rate (docs/differences.md). It gives
+// back at most what the 256 newest records in the window hold. n = 0 does
+// nothing and sends nothing.
 //
 // Java Redisson's release (3.52 and later) only raises the value and
 // leaves the records, so on a limiter shared with Java the permits it

@@ -102,8 +102,9 @@ type Target interface {
 	Decide(ctx context.Context, form Form, ns []int64) Reply
 	// GiveBack gives n permits back in Redis (one script call): permits
 	// granted to callers that had gone, or the rest of Engine.Release. It
-	// takes them out of this Client's own records in the window, oldest
-	// first, never out of keep (a live lease's record; nil: none).
+	// takes them out of this Client's own records in the window first
+	// (the root's Release states the rule), never out of keep (a live
+	// lease's record; nil: none).
 	GiveBack(ctx context.Context, n int64, keep []byte) error
 	// MaxWeight is the most permits one asked permit takes from a part
 	// (a weighted composite's largest weight; 1 otherwise).

@@ -28,7 +28,7 @@ var (
 	needAcquire    = []string{"hmget", "get", "zrangebyscore", "zrange", "zadd", "zremrangebyrank", "set", "decrby", "pexpire", "pttl"}
 	needAcquireAll = append(append([]string(nil), needAcquire...), "zscore")
 	needSettle     = []string{"hmget", "get", "zrangebyscore", "zremrangebyrank", "set", "pexpire", "pttl"}
-	needRelease    = append(append([]string(nil), needSettle...), "zscore", "zrem", "zadd")
+	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zscore", "zrem", "zadd")
 	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "del", "zremrangebyscore", "set", "pttl"}
 	needTrySetRate = []string{"pexpire", "exists", "zadd", "set", "pttl"}
 	needLease      = append(append([]string(nil), needSettle...), "zscore", "zrem", "zadd", "zrange")

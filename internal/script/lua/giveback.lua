@@ -1,64 +1,76 @@
 -- giveBack, for the release scripts (scripts.go).
 -- Gives want permits back now, never past the rate, and takes as many out
--- of the window's records that the releasing Client may shrink (own),
--- oldest first (shrinking or removing them), so that they are not counted
--- again when those records expire: a release never raises the budget of a
--- later window. Its own records are those whose bytes at `at` are `mark`
--- (the Client's tag, wire.OwnMark); an empty mark (a format without a
--- tag) makes every record one it may shrink. `keep`, when not empty, is a
--- record left alone (the Client's live lease). Oldest first: a record no
--- newer than the releaser's unused grant gives its permits back now
--- instead of when it leaves the window, and every real-time window that
--- holds that record also holds the unused grant, so no window holds more
--- than the rate; a newer record (another caller's, granted after) would
--- let its permits be granted twice within an interval. value is the settled
--- value (settle). At most RELEASE_WALK of the window's oldest records are
--- looked at, so less than asked may come back; records that have left the
--- window hold nothing to give back (their permits came back when they
--- expired). Stores the value and returns the permits given back. The
--- single home of the rule: scripts.go prepends this file (after lib.lua)
--- to release.lua and release_all.lua.
+-- of permit records in the window (shrinking or removing them), so that
+-- they are not counted again when those records expire: a release never
+-- raises the budget of a later window. It takes them first out of the
+-- releasing Client's own records (those whose bytes at `at` are `mark`,
+-- the Client's tag: wire.OwnMark), newest first, then out of records no Go
+-- Client wrote (Redisson's), newest first; never out of another Go
+-- Client's record, which may be its live lease, nor out of `keep` (this
+-- Client's live lease), and an empty mark (a format without a tag) makes
+-- every record the Client's own. Newest first keeps the window's records,
+-- by their scores, within the rate: the released permits leave the newest
+-- records, which every later window that holds the new grants also holds.
+-- A release of permits granted before another caller of the same Client
+-- was granted takes them out of that caller's newer record, which gives
+-- them back up to its own stamp too soon in real time (docs/
+-- differences.md). value is the settled value (settle). At most
+-- RELEASE_WALK of the window's newest records are looked at, so less than
+-- asked may come back; records that have left the window hold nothing to
+-- give back (their permits came back when they expired). Stores the value
+-- and returns the permits given back. The single home of the rule:
+-- scripts.go prepends this file (after lib.lua) to release.lua and
+-- release_all.lua.
 local RELEASE_WALK = 256
 
--- Reports whether record m may be shrunk by the releaser: one of its own
--- (its mark at `at`), or one that no Go Client wrote (Redisson's, found by
--- the "GoRL" mark that every Go Bc0I and Lc0I record carries, wire.New),
--- but never another Go Client's, which may be its live lease, nor keep.
-local function own(m, mark, at, keep)
+-- Reports whether record m is the releasing Client's own (1), one no Go
+-- Client wrote (2), or one to leave alone (false): another Go Client's
+-- (found by the "GoRL" mark of Go's Bc0I and Lc0I records, wire.New), or
+-- keep.
+local function owner(m, mark, at, keep)
   if m == keep then
     return false
   end
   if mark == '' or string.sub(m, at, at + #mark - 1) == mark then
-    return true
+    return 1
   end
   local goBc0I = string.byte(m, 1) == 16 and #m == 21 and string.sub(m, 2, 5) == 'GoRL'
-  return not goBc0I and string.sub(m, 9, 12) ~= 'GoRL'
+  if goBc0I or string.sub(m, 9, 12) == 'GoRL' then
+    return false
+  end
+  return 2
 end
 
 local function giveBack(valueKey, permitsKey, now, interval, rate, value, want, mark, at, keep)
   want = math.min(want, rate - value)
   local given = 0
   if want > 0 then
-    local recs = read('ZRANGEBYSCORE', permitsKey, string.format('(%d', now - interval), '+inf',
+    local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
       'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
-    for i = 1, #recs, 2 do
-      local m, score = recs[i], recs[i + 1]
-      local held = 0
-      if own(m, mark, at, keep) then
-        held = sum({m}) -- a record shorter than 4 bytes holds none
-      end
-      local take = math.min(held, want - given)
-      local rest = string.sub(m, 1, -5) .. struct.pack('<I', held - take)
-      if take > 0 and take < held and redis.call('ZSCORE', permitsKey, rest) then
-        -- The shrunk record would collide with another: leave this one.
-        take = 0
-      end
-      if take > 0 then
-        redis.call('ZREM', permitsKey, m)
-        if take < held then
-          redis.call('ZADD', permitsKey, score, rest)
+    for pass = 1, 2 do
+      for i = 1, #recs, 2 do
+        local m, score = recs[i], recs[i + 1]
+        local held = 0
+        if m and owner(m, mark, at, keep) == pass then
+          held = sum({m}) -- a record shorter than 4 bytes holds none
         end
-        given = given + take
+        local take = math.min(held, want - given)
+        local rest = take > 0 and string.sub(m, 1, -5) .. struct.pack('<I', held - take)
+        if take > 0 and take < held and redis.call('ZSCORE', permitsKey, rest) then
+          -- The shrunk record would collide with another: leave this one.
+          take = 0
+        end
+        if take > 0 then
+          redis.call('ZREM', permitsKey, m)
+          if take < held then
+            redis.call('ZADD', permitsKey, score, rest)
+          end
+          recs[i] = false -- changed: not looked at again
+          given = given + take
+        end
+        if given == want then
+          break
+        end
       end
       if given == want then
         break
