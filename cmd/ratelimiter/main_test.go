@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,16 +119,32 @@ func failsWith(t testing.TB, code int, r result) result {
 
 // TestBinaryDoesNotLinkTesting: the demo's throwaway redis-server comes from
 // the CLI's own launcher (throwaway.go), so the binary carries no test
-// machinery and imports none of the core module's internal packages (a
-// published module must not: the core may change them in any release).
+// machinery (testing, the core's test rigs), and the CLI's own packages
+// import none of the core module's internal packages (a published module
+// must not: the core may change them in any release). The core's engine
+// and scripts (internal/engine, internal/script) are linked through the
+// core's public packages, as in any program that uses the library.
 func TestBinaryDoesNotLinkTesting(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
+	rigs := []string{"internal/redistest", "internal/redisproc", "internal/compat", "internal/modproxy"}
 	for _, pkg := range strings.Fields(string(out)) {
-		if pkg == "testing" || strings.HasPrefix(pkg, "github.com/goredisson/ratelimiter/internal/") {
+		rig := slices.ContainsFunc(rigs, func(r string) bool {
+			return strings.HasPrefix(pkg, "github.com/goredisson/ratelimiter/"+r)
+		})
+		if pkg == "testing" || rig {
 			t.Errorf("cmd/ratelimiter links %s", pkg)
+		}
+	}
+	out, err = exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/goredisson/ratelimiter/internal/") {
+			t.Errorf("cmd/ratelimiter imports %s", pkg)
 		}
 	}
 }
