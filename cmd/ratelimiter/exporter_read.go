@@ -168,7 +168,7 @@ func fillBudgetState(b *budgetState, c budgetCmds, cfg ratelimiter.Config, cutof
 
 // clientIDs returns the ids of the PER_CLIENT budgets of the limiter
 // whose keys are k, from a bounded SCAN of its value and permits keys.
-func clientIDs(ctx context.Context, rdb redis.UniversalClient, k wire.Keys, lim readLimits) ([]string, bool, error) {
+func clientIDs(ctx context.Context, rdb redis.Cmdable, k wire.Keys, lim readLimits) ([]string, bool, error) {
 	ids := map[string]bool{}
 	truncated := false
 	for _, q := range []struct{ base, typ string }{{k.Permits, "zset"}, {k.Value, "string"}} {
