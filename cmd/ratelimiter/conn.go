@@ -133,6 +133,33 @@ func (g *globals) effectiveURL() string {
 // connect makes the Redis client the flags describe and checks that Redis
 // answers. Errors are connection errors, with any password redacted.
 func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
+	rdb, err := g.newClient()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.ping(ctx, rdb); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return rdb, nil
+}
+
+// ping checks that Redis answers PING within --redis-timeout and a
+// second; its error is a connection error, with any password redacted.
+func (g *globals) ping(ctx context.Context, rdb redis.UniversalClient) error {
+	raw := g.effectiveURL()
+	pctx, cancel := context.WithTimeout(ctx, g.timeout+time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return connErr{fmt.Sprintf("cannot reach Redis at %s: %s", g.where(raw), redact(err.Error(), raw))}
+	}
+	return nil
+}
+
+// newClient makes the Redis client the flags describe, without sending
+// anything. Its commands return by their context's deadline
+// (ContextTimeoutEnabled). It fails on a bad URL or flag (usageError).
+func (g *globals) newClient() (redis.UniversalClient, error) {
 	raw := g.effectiveURL()
 	var base *redis.Options
 	if raw != "" {
@@ -159,28 +186,23 @@ func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: splitList(g.cluster), Username: base.Username, Password: base.Password,
 			TLSConfig: base.TLSConfig, DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
-			MaxRedirects: 8,
+			MaxRedirects: 8, ContextTimeoutEnabled: true,
 		})
 	case g.sentinel != "":
 		parts := splitList(g.sentinel)
 		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: parts[0], SentinelAddrs: parts[1:],
 			Username: base.Username, Password: base.Password, DB: base.DB, TLSConfig: base.TLSConfig,
-			DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
+			DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout, ContextTimeoutEnabled: true,
 		})
 	default:
 		base.DialTimeout, base.ReadTimeout, base.WriteTimeout = g.timeout, g.timeout, g.timeout
 		base.DialerRetries, base.DialerRetryTimeout = 2, 50*time.Millisecond
+		base.ContextTimeoutEnabled = true
 		if base.TLSConfig != nil && base.TLSConfig.MinVersion == 0 {
 			base.TLSConfig.MinVersion = tls.VersionTLS12
 		}
 		rdb = redis.NewClient(base)
-	}
-	pctx, cancel := context.WithTimeout(ctx, g.timeout+time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, connErr{fmt.Sprintf("cannot reach Redis at %s: %s", g.where(raw), redact(err.Error(), raw))}
 	}
 	return rdb, nil
 }
