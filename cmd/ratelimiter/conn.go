@@ -27,6 +27,7 @@ type globals struct {
 	output   string
 	timeout  time.Duration
 	ca       string         // --ca: PEM file of the CAs to trust for TLS
+	insecure bool           // --insecure-skip-verify: no check of the server's certificate
 	roots    *x509.CertPool // its certificates, loaded by check
 }
 
@@ -51,6 +52,7 @@ func (g *globals) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
 	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
 	fs.StringVar(&g.ca, "ca", "", "PEM file of the CA certificates to trust for rediss:// (a private CA), instead of the system's")
+	fs.BoolVar(&g.insecure, "insecure-skip-verify", false, "with rediss://, do not check the server's certificate or name (anyone on the path can then read and change the traffic); the URL's skip_verify=true is refused without it")
 }
 
 // check validates the global flags without connecting.
@@ -176,6 +178,18 @@ func (g *globals) newClient() (redis.UniversalClient, error) {
 			return nil, usagef("--ca is for TLS: use a rediss:// URL")
 		}
 		base.TLSConfig.RootCAs = g.roots
+	}
+	// go-redis reads skip_verify=true in the URL as InsecureSkipVerify:
+	// certificate checks off, with nothing said. It takes the flag too.
+	switch {
+	case base.TLSConfig != nil && base.TLSConfig.InsecureSkipVerify && !g.insecure:
+		return nil, usagef("the Redis URL's skip_verify turns off the checks of the server's certificate: remove it, or also pass --insecure-skip-verify to mean it")
+	case g.insecure && base.TLSConfig == nil:
+		return nil, usagef("--insecure-skip-verify is for TLS: use a rediss:// URL")
+	case g.insecure && g.roots != nil:
+		return nil, usagef("--insecure-skip-verify and --ca exclude each other: --ca checks the certificate against that CA")
+	case g.insecure:
+		base.TLSConfig.InsecureSkipVerify = true
 	}
 	var rdb redis.UniversalClient
 	switch {
