@@ -42,6 +42,7 @@ func doctorCmd(fs *flag.FlagSet) action {
 			c.doctorPermissions(),
 			c.doctorClock(),
 			c.doctorTTL(),
+			c.doctorNames(),
 		}
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			checks = append(checks, c.doctorSlots(cc))
@@ -200,6 +201,22 @@ func (c *cli) doctorTTL() check {
 		return check{"ttl", "warn", fmt.Sprintf("%d PER_CLIENT keys of client ids never expire (the config has no TTL): each process with a fresh client id leaves its budget behind; set a keep-alive or fixed client ids", clients)}
 	}
 	return check{"ttl", "ok", "the config has no TTL"}
+}
+
+// doctorNames warns when another configured limiter shares NAME's value
+// and permits keys ("api" and "{api}", shared.go).
+func (c *cli) doctorNames() check {
+	key := c.g.mapName(c.name)
+	others, err := configuredOthers(c.ctx, c.rdb, []string{key})
+	switch other, ok := sharesKeysWith(key); {
+	case err != nil:
+		return check{"names", "fail", "HMGET: " + err.Error()}
+	case others[0] != "":
+		return check{"names", "warn", sharedKeysWarning(key, others[0])}
+	case ok:
+		return check{"names", "ok", fmt.Sprintf("the limiter whose config key is %s would share its keys, and is not configured", shown(other))}
+	}
+	return check{"names", "ok", "no other name maps to its value and permits keys"}
 }
 
 const (
