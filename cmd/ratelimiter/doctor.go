@@ -31,15 +31,20 @@ type doctorJSON struct {
 	Name   string  `json:"name"`
 	Status string  `json:"status"` // the worst of the checks
 	Checks []check `json:"checks"`
+	// ToolCommands are the commands the CLI and the exporter send
+	// themselves, with whether the user may run them (check tools).
+	ToolCommands []toolCommand `json:"tool_commands"`
 }
 
 func doctorCmd(fs *flag.FlagSet) action {
 	return action{run: func(c *cli) error {
+		tools, list := c.doctorTools()
 		checks := []check{
 			c.doctorServer(),
 			c.doctorLua(),
 			c.doctorEviction(),
 			c.doctorPermissions(),
+			tools,
 			c.doctorClock(),
 			c.doctorTTL(),
 			c.doctorNames(),
@@ -47,7 +52,7 @@ func doctorCmd(fs *flag.FlagSet) action {
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			checks = append(checks, c.doctorSlots(cc))
 		}
-		out := doctorJSON{Name: c.name, Status: "ok", Checks: checks}
+		out := doctorJSON{Name: c.name, Status: "ok", Checks: checks, ToolCommands: list}
 		for _, ch := range checks {
 			if rank(ch.Status) > rank(out.Status) {
 				out.Status = ch.Status
@@ -140,6 +145,20 @@ func (c *cli) doctorPermissions() check {
 	}
 	sort.Strings(parts)
 	return check{"permissions", "fail", strings.Join(parts, "; ")}
+}
+
+// doctorTools checks the commands the CLI and the exporter send
+// themselves (toolCommands): a missing one is a warning, since the
+// library's calls do not need it.
+func (c *cli) doctorTools() (check, []toolCommand) {
+	list, err := probeToolCommands(c.ctx, c.rdb, c.keys(c.name))
+	if err != nil {
+		return check{"tools", "fail", "checking the CLI's and the exporter's commands: " + err.Error()}, nil
+	}
+	if missing := missingByTool(list); missing != "" {
+		return check{"tools", "warn", missing + " (the README's least-privilege ACL lists them)"}, list
+	}
+	return check{"tools", "ok", fmt.Sprintf("the user may run the %d commands the CLI and the exporter send themselves", len(list))}, list
 }
 
 func (c *cli) doctorClock() check {
