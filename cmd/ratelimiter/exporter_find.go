@@ -110,8 +110,7 @@ func scanBounded(ctx context.Context, rdb redis.Cmdable, patterns []string, typ 
 
 // scanEach runs SCAN MATCH pattern COUNT count TYPE typ for every pattern
 // on every master of a cluster (rdb a *redis.ClusterClient, concurrently
-// across masters), else on the server rdb talks to (a transaction's
-// connection among them), at most
+// across masters), else on the server rdb talks to, at most
 // maxScans calls per pattern and master, and hands each non-empty batch
 // to each with the node it came from. A key may come twice. truncated
 // says the bound stopped a scan.

@@ -107,7 +107,7 @@ func runSweep(argv []string, stdout, stderr io.Writer) int {
 }
 
 // sweep finds the idle limiters and, with --apply, acts on each. A
-// limiter it cannot read, or on which the transaction fails, is listed as
+// limiter it cannot read, or on which its script fails, is listed as
 // kept and sweep goes on to the next; the error it returns then says how
 // many were kept so (the first error's text with it). An error that is
 // not Redis's answer (the connection lost, the context done) stops it.
