@@ -144,3 +144,50 @@ func libraryCalls(t *testing.T, rdb *redis.Client, name string, mode ratelimiter
 	_, err = l.Delete(ctx)
 	step("Delete", err)
 }
+
+// aclLinesFromREADME returns every ACL SETUSER line of the README's
+// least-privilege section, split into words: the library's line, then
+// what the CLI and the exporter add.
+func aclLinesFromREADME(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var out [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "ACL SETUSER ratelimiter ") {
+			out = append(out, strings.Fields(line))
+		}
+	}
+	require.NotEmpty(t, out, "README.md has no line starting with ACL SETUSER ratelimiter")
+	return out
+}
+
+// readmeUser creates the ACL user named user on the server at addr from
+// every README line, then applies the extra rules (such as "-zrevrange"),
+// on the keys ~*; it returns a redis:// URL that logs in as that user.
+// The user is deleted when t ends.
+func readmeUser(t *testing.T, addr, user string, extra ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := newRedisAt(t, addr)
+	require.NoError(t, admin.Do(ctx, "ACL", "DELUSER", user).Err())
+	for _, words := range aclLinesFromREADME(t) {
+		cmd := []any{"ACL", "SETUSER", user}
+		for _, w := range words[3:] {
+			if w == "><password>" {
+				w = ">pw"
+			}
+			cmd = append(cmd, w)
+		}
+		require.NoError(t, admin.Do(ctx, append(cmd, "resetkeys", "~*")...).Err())
+	}
+	if len(extra) > 0 {
+		cmd := []any{"ACL", "SETUSER", user}
+		for _, e := range extra {
+			cmd = append(cmd, e)
+		}
+		require.NoError(t, admin.Do(ctx, cmd...).Err())
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	return fmt.Sprintf("redis://%s:pw@%s/0", user, addr)
+}

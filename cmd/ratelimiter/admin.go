@@ -105,6 +105,19 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 					Done   bool        `json:"done"`
 					Result string      `json:"result"`
 					Config *configJSON `json:"config,omitempty"` // written, when done
+					// SharesKeysWith is the config key of the configured
+					// limiter that shares this one's value and permits keys.
+					SharesKeysWith string `json:"shares_keys_with,omitempty"`
+				}
+				// Warn before writing when another configured limiter
+				// shares the keys (shared.go).
+				key := c.g.mapName(c.name)
+				others, err := configuredOthers(c.ctx, c.rdb, []string{key})
+				if err != nil {
+					return err
+				}
+				if others[0] != "" {
+					fmt.Fprintf(c.stderr, "ratelimiter %s: warning: %s\n", c.cmd, printable(sharedKeysWarning(key, others[0])))
 				}
 				var done bool
 				var what string
@@ -133,12 +146,12 @@ func setRateCmd(kind string) func(fs *flag.FlagSet) action {
 						what = "does not exist, nothing changed"
 					}
 				}
-				r := result{Name: c.name, Done: done, Result: what}
+				r := result{Name: c.name, Done: done, Result: what, SharesKeysWith: others[0]}
 				if done {
 					j := cfgJSON(c.name, cfg)
 					r.Config = &j
 				}
-				err := c.emit(r, func(w io.Writer) {
+				err = c.emit(r, func(w io.Writer) {
 					if done {
 						fmt.Fprintf(w, "%s %s: %s\n", shown(c.name), what, describe(cfg))
 					} else {

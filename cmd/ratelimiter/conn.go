@@ -27,6 +27,7 @@ type globals struct {
 	output   string
 	timeout  time.Duration
 	ca       string         // --ca: PEM file of the CAs to trust for TLS
+	insecure bool           // --insecure-skip-verify: no check of the server's certificate
 	roots    *x509.CertPool // its certificates, loaded by check
 }
 
@@ -51,6 +52,7 @@ func (g *globals) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&g.sentinel, "sentinel", "", "Sentinel: master name, then sentinel addresses, comma-separated: mymaster,host:26379,...")
 	fs.DurationVar(&g.timeout, "redis-timeout", 5*time.Second, "dial, read and write timeout for Redis")
 	fs.StringVar(&g.ca, "ca", "", "PEM file of the CA certificates to trust for rediss:// (a private CA), instead of the system's")
+	fs.BoolVar(&g.insecure, "insecure-skip-verify", false, "with rediss://, do not check the server's certificate or name (anyone on the path can then read and change the traffic); the URL's skip_verify=true is refused without it")
 }
 
 // check validates the global flags without connecting.
@@ -133,6 +135,33 @@ func (g *globals) effectiveURL() string {
 // connect makes the Redis client the flags describe and checks that Redis
 // answers. Errors are connection errors, with any password redacted.
 func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
+	rdb, err := g.newClient()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.ping(ctx, rdb); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return rdb, nil
+}
+
+// ping checks that Redis answers PING within --redis-timeout and a
+// second; its error is a connection error, with any password redacted.
+func (g *globals) ping(ctx context.Context, rdb redis.UniversalClient) error {
+	raw := g.effectiveURL()
+	pctx, cancel := context.WithTimeout(ctx, g.timeout+time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		return connErr{fmt.Sprintf("cannot reach Redis at %s: %s", g.where(raw), redact(err.Error(), raw))}
+	}
+	return nil
+}
+
+// newClient makes the Redis client the flags describe, without sending
+// anything. Its commands return by their context's deadline
+// (ContextTimeoutEnabled). It fails on a bad URL or flag (usageError).
+func (g *globals) newClient() (redis.UniversalClient, error) {
 	raw := g.effectiveURL()
 	var base *redis.Options
 	if raw != "" {
@@ -150,6 +179,18 @@ func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
 		}
 		base.TLSConfig.RootCAs = g.roots
 	}
+	// go-redis reads skip_verify=true in the URL as InsecureSkipVerify:
+	// certificate checks off, with nothing said. It takes the flag too.
+	switch {
+	case base.TLSConfig != nil && base.TLSConfig.InsecureSkipVerify && !g.insecure:
+		return nil, usagef("the Redis URL's skip_verify turns off the checks of the server's certificate: remove it, or also pass --insecure-skip-verify to mean it")
+	case g.insecure && base.TLSConfig == nil:
+		return nil, usagef("--insecure-skip-verify is for TLS: use a rediss:// URL")
+	case g.insecure && g.roots != nil:
+		return nil, usagef("--insecure-skip-verify and --ca exclude each other: --ca checks the certificate against that CA")
+	case g.insecure:
+		base.TLSConfig.InsecureSkipVerify = true
+	}
 	var rdb redis.UniversalClient
 	switch {
 	case g.cluster != "":
@@ -159,28 +200,23 @@ func (g *globals) connect(ctx context.Context) (redis.UniversalClient, error) {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: splitList(g.cluster), Username: base.Username, Password: base.Password,
 			TLSConfig: base.TLSConfig, DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
-			MaxRedirects: 8,
+			MaxRedirects: 8, ContextTimeoutEnabled: true,
 		})
 	case g.sentinel != "":
 		parts := splitList(g.sentinel)
 		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: parts[0], SentinelAddrs: parts[1:],
 			Username: base.Username, Password: base.Password, DB: base.DB, TLSConfig: base.TLSConfig,
-			DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout,
+			DialTimeout: g.timeout, ReadTimeout: g.timeout, WriteTimeout: g.timeout, ContextTimeoutEnabled: true,
 		})
 	default:
 		base.DialTimeout, base.ReadTimeout, base.WriteTimeout = g.timeout, g.timeout, g.timeout
 		base.DialerRetries, base.DialerRetryTimeout = 2, 50*time.Millisecond
+		base.ContextTimeoutEnabled = true
 		if base.TLSConfig != nil && base.TLSConfig.MinVersion == 0 {
 			base.TLSConfig.MinVersion = tls.VersionTLS12
 		}
 		rdb = redis.NewClient(base)
-	}
-	pctx, cancel := context.WithTimeout(ctx, g.timeout+time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, connErr{fmt.Sprintf("cannot reach Redis at %s: %s", g.where(raw), redact(err.Error(), raw))}
 	}
 	return rdb, nil
 }

@@ -95,6 +95,21 @@ func TestTLS(t *testing.T) {
 	r := failsWith(t, 2, cliEnv(t, []string{"SSL_CERT_FILE=/dev/null", "REDIS_URL=" + url}, "config", name))
 	assert.Contains(t, r.stderr, "certificate")
 	failsWith(t, 2, cliEnv(t, []string{fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", tlsPort)}, "config", name, "--redis-timeout", "1s"))
+
+	// Issue 39, item 9: skip_verify=true in the URL would turn the
+	// certificate's checks off in silence: it is refused, before anything
+	// is sent, unless --insecure-skip-verify says so (which works alone
+	// too, and only for TLS).
+	noCA := []string{"SSL_CERT_FILE=/dev/null", "REDIS_URL=" + url + "?skip_verify=true"}
+	r = failsWith(t, 2, cliEnv(t, noCA, "config", name))
+	assert.Contains(t, r.stderr, "skip_verify")
+	assert.Contains(t, r.stderr, "--insecure-skip-verify")
+	r = failsWith(t, 2, cliEnv(t, noCA, "exporter"))
+	assert.Contains(t, r.stderr, "skip_verify")
+	assert.Contains(t, ok(t, cliEnv(t, noCA, "config", name, "--insecure-skip-verify")).stdout, "rate")
+	ok(t, cliEnv(t, []string{"SSL_CERT_FILE=/dev/null", "REDIS_URL=" + url}, "--insecure-skip-verify", "config", name))
+	r = failsWith(t, 2, cliEnv(t, []string{fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", tlsPort)}, "config", name, "--insecure-skip-verify"))
+	assert.Contains(t, r.stderr, "rediss://")
 }
 
 func freePort(t testing.TB) int {

@@ -31,22 +31,28 @@ type doctorJSON struct {
 	Name   string  `json:"name"`
 	Status string  `json:"status"` // the worst of the checks
 	Checks []check `json:"checks"`
+	// ToolCommands are the commands the CLI and the exporter send
+	// themselves, with whether the user may run them (check tools).
+	ToolCommands []toolCommand `json:"tool_commands"`
 }
 
 func doctorCmd(fs *flag.FlagSet) action {
 	return action{run: func(c *cli) error {
+		tools, list := c.doctorTools()
 		checks := []check{
 			c.doctorServer(),
 			c.doctorLua(),
 			c.doctorEviction(),
 			c.doctorPermissions(),
+			tools,
 			c.doctorClock(),
 			c.doctorTTL(),
+			c.doctorNames(),
 		}
 		if cc, ok := c.rdb.(*redis.ClusterClient); ok {
 			checks = append(checks, c.doctorSlots(cc))
 		}
-		out := doctorJSON{Name: c.name, Status: "ok", Checks: checks}
+		out := doctorJSON{Name: c.name, Status: "ok", Checks: checks, ToolCommands: list}
 		for _, ch := range checks {
 			if rank(ch.Status) > rank(out.Status) {
 				out.Status = ch.Status
@@ -141,6 +147,20 @@ func (c *cli) doctorPermissions() check {
 	return check{"permissions", "fail", strings.Join(parts, "; ")}
 }
 
+// doctorTools checks the commands the CLI and the exporter send
+// themselves (toolCommands): a missing one is a warning, since the
+// library's calls do not need it.
+func (c *cli) doctorTools() (check, []toolCommand) {
+	list, err := probeToolCommands(c.ctx, c.rdb, c.keys(c.name))
+	if err != nil {
+		return check{"tools", "fail", "checking the CLI's and the exporter's commands: " + err.Error()}, nil
+	}
+	if missing := missingByTool(list); missing != "" {
+		return check{"tools", "warn", missing + " (the README's least-privilege ACL lists them)"}, list
+	}
+	return check{"tools", "ok", fmt.Sprintf("the user may run the %d commands the CLI and the exporter send themselves", len(list))}, list
+}
+
 func (c *cli) doctorClock() check {
 	s, err := c.client.MeasureClock(c.ctx)
 	if err != nil {
@@ -200,6 +220,22 @@ func (c *cli) doctorTTL() check {
 		return check{"ttl", "warn", fmt.Sprintf("%d PER_CLIENT keys of client ids never expire (the config has no TTL): each process with a fresh client id leaves its budget behind; set a keep-alive or fixed client ids", clients)}
 	}
 	return check{"ttl", "ok", "the config has no TTL"}
+}
+
+// doctorNames warns when another configured limiter shares NAME's value
+// and permits keys ("api" and "{api}", shared.go).
+func (c *cli) doctorNames() check {
+	key := c.g.mapName(c.name)
+	others, err := configuredOthers(c.ctx, c.rdb, []string{key})
+	switch other, ok := sharesKeysWith(key); {
+	case err != nil:
+		return check{"names", "fail", "HMGET: " + err.Error()}
+	case others[0] != "":
+		return check{"names", "warn", sharedKeysWarning(key, others[0])}
+	case ok:
+		return check{"names", "ok", fmt.Sprintf("the limiter whose config key is %s would share its keys, and is not configured", shown(other))}
+	}
+	return check{"names", "ok", "no other name maps to its value and permits keys"}
 }
 
 const (

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v2"
@@ -122,23 +126,23 @@ func (f *exporterFlags) check() error {
 	return nil
 }
 
-// runExporter is the exporter command: it checks that Redis answers with
-// one reading, then serves the metrics, reading Redis on each scrape,
-// until interrupted.
+// runExporter is the exporter command: it serves at once, makes a first
+// reading of Redis (its failure is logged, not fatal: Redis may be down
+// or slow at start), says where it serves, and reads Redis on each
+// scrape until interrupted.
 func runExporter(argv []string, stdout, stderr io.Writer) int {
 	var f exporterFlags
-	cmd := standalone{name: "exporter", register: f.register, check: f.check, connOnly: true,
+	cmd := standalone{name: "exporter", register: f.register, check: f.check, connOnly: true, lazy: true,
 		usage: "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:9464 ...] [--web.config.file FILE] [--match PATTERN ...]\n\n" +
 			"Serves Prometheus metrics (text or OpenMetrics) of the limiters found by SCAN, read on each scrape,\n" +
-			"with " + healthyPath + ", " + readyPath + " and a landing page on /."}
+			"with " + healthyPath + ", " + readyPath + " and a landing page on /. It starts whether or not Redis answers."}
 	return cmd.run(argv, stdout, stderr, func(se session) int {
 		redactErr := func(err error) string { return redact(err.Error(), se.g.effectiveURL()) }
-		x := &exporter{rdb: se.rdb, f: f, ctx: se.ctx, descs: map[string]*prometheus.Desc{},
-			logf: func(format string, args ...any) {
-				fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(fmt.Sprintf(format, args...)))
-			},
-			redact: redactErr}
-		// Bind first: an address in use fails before Redis is read.
+		logf := func(format string, args ...any) {
+			fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(fmt.Sprintf(format, args...)))
+		}
+		x := &exporter{rdb: se.rdb, f: f, ctx: se.ctx, logf: logf, redact: redactErr}
+		// Bind first: an address in use fails before anything else.
 		var lns []net.Listener
 		defer func() {
 			for _, ln := range lns {
@@ -152,12 +156,13 @@ func runExporter(argv []string, stdout, stderr io.Writer) int {
 			}
 			lns = append(lns, ln)
 		}
-		if _, err := x.collect(); err != nil {
-			return se.fail(2, "reading Redis: %s", redactErr(err))
-		}
 		h, err := x.handler(se.g.timeout)
 		if err != nil {
 			return se.fail(2, "%v", err)
+		}
+		wait := serveAll(se.ctx, lns, h, f.webConfig, stderr)
+		if s := x.warmup(); s.c == nil {
+			logf("serving anyway, with ratelimiter_exporter_up 0 until a reading succeeds")
 		}
 		scheme := "http"
 		if f.tls {
@@ -166,16 +171,17 @@ func runExporter(argv []string, stdout, stderr io.Writer) int {
 		for _, ln := range lns {
 			fmt.Fprintf(stdout, "serving %s://%s%s\n", scheme, ln.Addr(), f.telemetryPath)
 		}
-		return serveAll(se.ctx, lns, h, f.webConfig, stderr)
+		return wait()
 	})
 }
 
-// serveAll serves h on every listener through exporter-toolkit's web
-// package (TLS and basic auth from webConfig) until ctx is done (exit 0)
-// or a listener fails (exit 2). Each listener gets its own http.Server:
-// web.Serve wraps the server's handler, so one shared server would be
-// wrapped once per listener, concurrently.
-func serveAll(ctx context.Context, lns []net.Listener, h http.Handler, webConfig string, stderr io.Writer) int {
+// serveAll starts serving h on every listener through exporter-toolkit's
+// web package (TLS and basic auth from webConfig) and returns a function
+// that waits until ctx is done (exit 0) or a listener fails (exit 2).
+// Each listener gets its own http.Server: web.Serve wraps the server's
+// handler, so one shared server would be wrapped once per listener,
+// concurrently.
+func serveAll(ctx context.Context, lns []net.Listener, h http.Handler, webConfig string, stderr io.Writer) (wait func() int) {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	done := make(chan error, len(lns))
 	var servers []*http.Server
@@ -193,25 +199,27 @@ func serveAll(ctx context.Context, lns []net.Listener, h http.Handler, webConfig
 			_ = srv.Shutdown(sctx)
 		}
 	}
-	select {
-	case <-ctx.Done():
-		shutdown()
-		return 0
-	case err := <-done:
-		shutdown()
-		fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(err.Error()))
-		return 2
+	return func() int {
+		select {
+		case <-ctx.Done():
+			shutdown()
+			return 0
+		case err := <-done:
+			shutdown()
+			fmt.Fprintf(stderr, "ratelimiter exporter: %s\n", oneLine(err.Error()))
+			return 2
+		}
 	}
 }
 
 // handler routes the telemetry path, the health endpoints and the landing
-// page. The metrics are served by promhttp: OpenMetrics when the scraper
-// asks for it, gzip when it accepts it.
+// page. The metrics are the process's (Go runtime, process, scrapes of
+// this handler, from client_golang's registry) and the exporter's own,
+// written as they are read from the last reading (writeSnapshot), in the
+// format the scraper asks for: OpenMetrics or text 0.0.4, gzipped when
+// it accepts gzip.
 func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(x); err != nil {
-		return nil, err
-	}
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, err
 	}
@@ -233,11 +241,7 @@ func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(x.f.telemetryPath, promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		EnableOpenMetrics: true,
-		ErrorHandling:     promhttp.ContinueOnError,
-		ErrorLog:          promLogger{x.logf},
-	})))
+	mux.Handle(x.f.telemetryPath, promhttp.InstrumentMetricHandler(reg, x.metricsHandler(reg)))
 	mux.HandleFunc(healthyPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "Healthy\n")
@@ -257,130 +261,182 @@ func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 	return mux, nil
 }
 
-// promLogger sends promhttp's errors (a series that could not be
-// encoded, a write to a scraper that went away) to stderr.
-type promLogger struct{ logf func(string, ...any) }
+// metricsHandler serves one scrape: it takes a reading (or shares one,
+// see exporter), gathers reg, and writes both.
+func (x *exporter) metricsHandler(reg prometheus.Gatherer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		snap := x.reading(time.Now())
+		mfs, err := reg.Gather()
+		if err != nil {
+			// The process's own series: send what was gathered.
+			x.logf("gathering the process's metrics: %v", err)
+		}
+		format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+		w.Header().Add("Vary", "Accept")
+		w.Header().Add("Vary", "Accept-Encoding")
+		w.Header().Set("Content-Type", string(format))
+		var out io.Writer = w
+		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			defer gz.Close()
+			out = gz
+		}
+		bw := bufio.NewWriterSize(out, 64<<10)
+		e := &expo{w: bw, om: format.FormatType() == expfmt.TypeOpenMetrics}
+		writeSnapshot(e, snap)
+		enc := expfmt.NewEncoder(bw, format)
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				break
+			}
+		}
+		if closer, ok := enc.(expfmt.Closer); ok {
+			_ = closer.Close() // OpenMetrics' "# EOF"
+		}
+		if err := bw.Flush(); err != nil && r.Context().Err() == nil {
+			x.logf("writing the metrics: %v", err)
+		}
+	})
+}
 
-// Println writes v as one "ratelimiter exporter: ..." line on stderr; it
-// returns nothing and cannot fail (promhttp.Logger).
-func (l promLogger) Println(v ...any) { l.logf("%s", fmt.Sprint(v...)) }
+// acceptsGzip reports whether an Accept-Encoding header value accepts
+// gzip: "gzip" or "*" listed without q=0.
+func acceptsGzip(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		coding = strings.ToLower(strings.TrimSpace(coding))
+		if coding != "gzip" && coding != "*" {
+			continue
+		}
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		if q > 0 {
+			return true
+		}
+	}
+	return false
+}
 
-// exporter is a prometheus.Collector that reads Redis on each scrape.
-// Collections run one at a time: a scrape that arrives while one runs
-// waits for it, and takes the next reading unless one that started
-// after it arrived has finished meanwhile (then it gets that reading), so
-// that Redis serves one reading at a time and a burst of concurrent
-// scrapes costs at most two: the one under way and the next.
+// exporter reads Redis for the scrapes. Readings run one at a time: a
+// scrape that arrives while one runs waits for it, and takes the next
+// reading unless one that started after it arrived has finished
+// meanwhile (then it gets that reading), so that Redis serves one reading
+// at a time and a burst of concurrent scrapes costs at most two: the one
+// under way and the next. The reading made at start is the exception: a
+// scrape that waited for it takes it, so that a slow Redis at start costs
+// a scrape one reading, not two.
 type exporter struct {
 	rdb    redis.UniversalClient
 	f      exporterFlags
-	ctx    context.Context // ends with the command; collections stop with it
+	ctx    context.Context // ends with the command; readings stop with it
 	logf   func(format string, args ...any)
 	redact func(error) string // an error's text without the URL's password
 
-	mu          sync.Mutex // one collection at a time; guards the fields below
-	descs       map[string]*prometheus.Desc
+	mu          sync.Mutex // one reading at a time; guards the fields below
 	errors      int64
+	infoErrors  int64  // readings whose INFO failed
+	lastInfoErr string // its last error, logged when it changes
 	lastSuccess time.Time
-	lastStart   time.Time           // when the last collection started
-	last        []prometheus.Metric // what it produced
-	prevMS      int64               // Redis time of the previous successful reading
-	prev        map[string]int64    // permits key -> Redis time it was read at
+	lastStart   time.Time // when the last reading started
+	last        *snapshot // what it produced
+	prevMS      int64     // Redis time of the previous successful reading
 }
 
-// Describe sends nothing: the series depend on what Redis holds, so the
-// exporter is an unchecked collector.
-func (x *exporter) Describe(chan<- *prometheus.Desc) {}
-
-// Collect reads Redis (or shares a reading, see exporter) and sends the
-// limiters' series and the exporter's own. A failed reading sends only
-// the exporter's own series, ratelimiter_exporter_up 0 among them.
-func (x *exporter) Collect(ch chan<- prometheus.Metric) {
-	arrived := time.Now()
+// reading returns the reading a scrape that arrived at arrived gets: a
+// new one, or one it may share (see exporter).
+func (x *exporter) reading(arrived time.Time) *snapshot {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.lastStart.After(arrived) {
-		for _, m := range x.last {
-			ch <- m
-		}
-		return
+	if s := x.last; s != nil && (x.lastStart.After(arrived) || s.warmup && arrived.Before(s.end)) {
+		return s
 	}
-	ms, err := x.collectLocked()
-	if err != nil && x.ctx.Err() == nil {
-		x.logf("reading Redis: %s", x.redact(err))
-	}
-	for _, m := range ms {
-		ch <- m
-	}
+	return x.readLocked(false)
 }
 
-// collect is one reading outside a scrape (the check at start).
-func (x *exporter) collect() ([]prometheus.Metric, error) {
+// warmup makes the reading at start.
+func (x *exporter) warmup() *snapshot {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.collectLocked()
+	return x.readLocked(true)
 }
 
-// collectLocked reads Redis within --collect-timeout and returns the
-// series, with the error that made the reading fail, if any.
-func (x *exporter) collectLocked() ([]prometheus.Metric, error) {
+// readLocked reads Redis within --collect-timeout and returns the
+// snapshot, logging the error that made the reading fail, if any.
+func (x *exporter) readLocked(warmup bool) *snapshot {
 	start := time.Now()
 	x.lastStart = start
+	x.last = nil // free the previous reading once the scrapes writing it are done
 	ctx, cancel := context.WithTimeout(x.ctx, x.f.collectTimeout)
 	defer cancel()
 	c, err := x.read(ctx)
-	s := &sink{descs: x.descs}
 	if err == nil {
 		x.lastSuccess = time.Now()
-		render(s, c)
 	} else {
 		x.errors++
+		c = nil
+		if x.ctx.Err() == nil {
+			x.logf("reading Redis: %s", x.redact(err))
+		}
 	}
-	s.gauge("ratelimiter_exporter_collect_seconds", "Duration of this scrape's reading of Redis, successful or not.", time.Since(start).Seconds())
-	s.gauge("ratelimiter_exporter_last_success_timestamp_seconds", "Unix time of the last successful reading.", float64(x.lastSuccess.UnixMilli())/1e3)
-	s.add("ratelimiter_exporter_collect_errors_total", prometheus.CounterValue, "Readings that failed (Redis unreachable, a timeout, a refused command).", float64(x.errors))
-	s.gauge("ratelimiter_exporter_up", "1 when this scrape's reading of Redis succeeded; 0 when it failed (then no limiter series are sent).", b2f(err == nil))
-	x.last = s.out
-	return s.out, err
+	s := &snapshot{c: c, took: time.Since(start), lastSuccess: x.lastSuccess, errors: x.errors, infoErrors: x.infoErrors,
+		warmup: warmup, end: time.Now()}
+	x.last = s
+	return s
 }
 
 // read makes one reading at Redis's time.
-func (x *exporter) read(ctx context.Context) (collection, error) {
-	var c collection
+func (x *exporter) read(ctx context.Context) (*collection, error) {
+	c := &collection{}
 	t, err := x.rdb.Time(ctx).Result()
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	nowMS := t.UnixMilli()
 	res, err := findLimiters(ctx, x.rdb, findLimits{patterns: x.f.match, count: x.f.scanCount, maxScans: x.f.maxScans, maxLimiters: x.f.maxLimiters})
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	c.truncated = res.truncated
 	if ev, err := diag.ReadEviction(ctx, x.rdb); err == nil {
 		c.eviction = &ev
+	} else if ctx.Err() == nil {
+		// Only the eviction series need INFO: the reading goes on, and
+		// ratelimiter_exporter_info_errors_total counts the refusal.
+		x.infoErrors++
+		if msg := x.redact(err); msg != x.lastInfoErr {
+			x.logf("reading INFO for the eviction series: %s", msg)
+			x.lastInfoErr = msg
+		}
 	}
 	lim := readLimits{count: x.f.scanCount, maxScans: x.f.maxScans, maxClients: x.f.maxClients, maxRecords: x.f.maxRecords}
-	next := map[string]int64{}
-	for _, f := range res.limiters {
-		st, err := readLimiter(ctx, x.rdb, f, nowMS, x.prev, lim)
-		if err != nil {
-			return c, fmt.Errorf("limiter %s: %w", strings.TrimSpace(shown(f.name)), err)
-		}
-		c.truncated = c.truncated || st.clientsTruncated
+	prevMS := x.prevMS
+	if prevMS >= nowMS {
+		prevMS = 0
+	}
+	if c.limiters, err = readLimiters(ctx, x.rdb, res.limiters, nowMS, prevMS, lim); err != nil {
+		return nil, err
+	}
+	for i := range c.limiters {
+		l := &c.limiters[i]
+		c.truncated = c.truncated || l.clientsTruncated
 		var newest int64
-		for _, b := range st.budgets {
-			next[b.permitsKey] = nowMS
+		for _, b := range l.budgets {
 			newest = max(newest, b.newestMS)
 		}
-		if st.ttl < 0 && (newest == 0 || nowMS-newest > x.f.idle.Milliseconds()) {
+		if l.ttl < 0 && (newest == 0 || nowMS-newest > x.f.idle.Milliseconds()) {
 			c.idle++
 		}
-		c.limiters = append(c.limiters, st)
 	}
-	if x.prevMS > 0 && nowMS > x.prevMS {
-		c.elapsed = wire.Millis(nowMS - x.prevMS)
+	if prevMS > 0 {
+		c.elapsed = wire.Millis(nowMS - prevMS)
 	}
-	x.prevMS, x.prev = nowMS, next
+	x.prevMS = nowMS
 	return c, nil
 }

@@ -58,13 +58,15 @@ func findLimiters(ctx context.Context, rdb redis.UniversalClient, lim findLimits
 		}
 		mu.Unlock()
 		cmds := make([]*redis.SliceCmd, len(names))
-		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		replies, _ := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, n := range names {
 				cmds[i] = p.HMGet(ctx, n, wire.ConfigFields()...)
 			}
 			return nil
 		})
-		if err != nil && !isReply(err) {
+		// A hash that became another type since the SCAN is no limiter;
+		// a refused HMGET fails the search rather than hide limiters.
+		if err := readErr(true, replies...); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -87,7 +89,7 @@ func findLimiters(ctx context.Context, rdb redis.UniversalClient, lim findLimits
 // scanBounded returns the keys of type typ matching the patterns, sorted,
 // on every master of a cluster, making at most maxScans SCAN calls per
 // pattern and master; truncated says the bound stopped a scan.
-func scanBounded(ctx context.Context, rdb redis.UniversalClient, patterns []string, typ string, count int64, maxScans int) (keys []string, truncated bool, err error) {
+func scanBounded(ctx context.Context, rdb redis.Cmdable, patterns []string, typ string, count int64, maxScans int) (keys []string, truncated bool, err error) {
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	truncated, err = scanEach(ctx, rdb, patterns, typ, count, maxScans, func(_ context.Context, _ redis.Cmdable, batch []string) error {
@@ -107,11 +109,12 @@ func scanBounded(ctx context.Context, rdb redis.UniversalClient, patterns []stri
 }
 
 // scanEach runs SCAN MATCH pattern COUNT count TYPE typ for every pattern
-// on every master of a cluster (concurrently across masters), at most
+// on every master of a cluster (rdb a *redis.ClusterClient, concurrently
+// across masters), else on the server rdb talks to, at most
 // maxScans calls per pattern and master, and hands each non-empty batch
 // to each with the node it came from. A key may come twice. truncated
 // says the bound stopped a scan.
-func scanEach(ctx context.Context, rdb redis.UniversalClient, patterns []string, typ string, count int64, maxScans int,
+func scanEach(ctx context.Context, rdb redis.Cmdable, patterns []string, typ string, count int64, maxScans int,
 	each func(ctx context.Context, c redis.Cmdable, keys []string) error) (truncated bool, err error) {
 	var mu sync.Mutex
 	scan := func(ctx context.Context, c redis.Cmdable) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"math"
 	"strconv"
 	"strings"
@@ -8,50 +9,38 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/diag"
 )
 
-// pageOf renders what fill sends to a sink as the text format, through
-// client_golang's registry and encoder, as a scrape would get it.
-func pageOf(t *testing.T, fill func(s *sink)) string {
+// pageOf returns what fill writes, in the text format (or OpenMetrics).
+func pageOf(t *testing.T, om bool, fill func(e *expo)) string {
 	t.Helper()
-	s := &sink{descs: map[string]*prometheus.Desc{}}
-	fill(s)
-	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(metricsCollector(s.out)))
-	fams, err := reg.Gather()
-	require.NoError(t, err)
 	var b strings.Builder
-	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, f := range fams {
-		require.NoError(t, enc.Encode(f))
-	}
+	w := bufio.NewWriter(&b)
+	fill(&expo{w: w, om: om})
+	require.NoError(t, w.Flush())
 	return b.String()
 }
 
-// metricsCollector is an unchecked collector of fixed metrics.
-type metricsCollector []prometheus.Metric
-
-func (metricsCollector) Describe(chan<- *prometheus.Desc) {}
-func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range m {
-		ch <- x
-	}
-}
-
 // One family holds series of different label names (overall and
-// PER_CLIENT budgets); label values are escaped as the format wants.
-func TestSinkMixedLabels(t *testing.T) {
-	out := pageOf(t, func(s *sink) {
-		s.gauge("a_rate", "Permits per interval.", 10, label{"limiter", `x"y\z` + "\n"})
-		s.gauge("a_rate", "Permits per interval.", 2.5, label{"limiter", "b"}, label{"client", "c"})
-		s.add("b_total", prometheus.CounterValue, "Errors.", math.Inf(1))
-	})
+// PER_CLIENT budgets), label names sorted; label values and help are
+// escaped as the format wants, floats written as expfmt writes them, a
+// family with no series is left out; expfmt's parser reads the page.
+func TestExpoWritesTheFormats(t *testing.T) {
+	fill := func(e *expo) {
+		e.gauge("a_rate", "Permits per interval.")
+		e.sample(10, label{"limiter", `x"y\z` + "\n"})
+		e.sample(2.5, label{"limiter", "b"}, label{"client", "c"})
+		e.gauge("c_empty", "No series: left out.")
+		e.counter("b_total", "Errors.")
+		e.sample(math.Inf(1))
+	}
+	text := pageOf(t, false, fill)
 	require.Equal(t, `# HELP a_rate Permits per interval.
 # TYPE a_rate gauge
 a_rate{limiter="x\"y\\z\n"} 10
@@ -59,17 +48,34 @@ a_rate{client="c",limiter="b"} 2.5
 # HELP b_total Errors.
 # TYPE b_total counter
 b_total +Inf
-`, out)
+`, text)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	require.NoError(t, err)
+	require.Len(t, fams["a_rate"].GetMetric(), 2)
+	require.Equal(t, `x"y\z`+"\n", fams["a_rate"].GetMetric()[0].GetLabel()[0].GetValue())
+
+	require.Equal(t, `# HELP a_rate Permits per interval.
+# TYPE a_rate gauge
+a_rate{limiter="x\"y\\z\n"} 10.0
+a_rate{client="c",limiter="b"} 2.5
+# HELP b Errors.
+# TYPE b counter
+b_total +Inf
+`, pageOf(t, true, fill))
 }
 
 // Label values are one to one for any byte string: two names that differ
-// only in bytes that are not UTF-8, and a valid name that reads like the
-// quoted form of one of them, make three series.
+// only in bytes that are not UTF-8, a valid name that reads like the
+// quoted form of one of them, and names with CR and ESC make six series,
+// none with a control byte.
 func TestLabelsUniqueForAnyBytes(t *testing.T) {
-	page := pageOf(t, func(s *sink) {
-		for _, name := range []string{"a\xff", "a\xfe", `"a\xff"`, "a"} {
-			renderLimiter(s, limiterState{found: found{name: name, cfg: ratelimiter.Config{Rate: 1, Interval: time.Second}}, ttl: -1}, 0)
+	page := pageOf(t, false, func(e *expo) {
+		c := &collection{}
+		for _, name := range []string{"a\xff", "a\xfe", `"a\xff"`, "a", "a\r", "a\x1b"} {
+			c.limiters = append(c.limiters, limiterState{found: found{name: name, cfg: ratelimiter.Config{Rate: 1, Interval: time.Second}}, quoted: needsQuoting(name), ttl: -1})
 		}
+		writeLimiters(e, c)
 	})
 	var series []string
 	for _, line := range strings.Split(page, "\n") {
@@ -77,12 +83,13 @@ func TestLabelsUniqueForAnyBytes(t *testing.T) {
 			series = append(series, line)
 		}
 	}
-	require.Len(t, series, 4, "%q", series)
+	require.Len(t, series, 6, "%q", series)
 	seen := map[string]bool{}
 	for _, s := range series {
 		require.False(t, seen[s], s)
 		seen[s] = true
 		require.True(t, utf8.ValidString(s), s)
+		require.Equal(t, shown(s), s, "no control byte")
 	}
 }
 
@@ -97,9 +104,9 @@ func TestExporterEvictionRisk(t *testing.T) {
 		{diag.Eviction{Policy: "allkeys-lru"}, "0"}, // no maxmemory
 		{diag.Eviction{Policy: "noeviction", MaxMemory: 1}, "0"},
 	} {
-		out := pageOf(t, func(s *sink) { render(s, collection{eviction: &tc.ev}) })
+		out := pageOf(t, false, func(e *expo) { writeCollection(e, &collection{eviction: &tc.ev}) })
 		require.Contains(t, out, `ratelimiter_redis_eviction_risk{policy="`+tc.ev.Policy+`"} `+tc.risk+"\n")
 		require.Contains(t, out, "ratelimiter_redis_evicted_keys_total "+strconv.FormatInt(tc.ev.EvictedKeys, 10)+"\n")
 	}
-	require.NotContains(t, pageOf(t, func(s *sink) { render(s, collection{}) }), "eviction_risk", "INFO failed: no figure")
+	require.NotContains(t, pageOf(t, false, func(e *expo) { writeCollection(e, &collection{}) }), "eviction_risk", "INFO failed: no figure")
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +30,15 @@ func startExporter(t *testing.T, args ...string) string {
 // startExporterAt is startExporter against the server at addr.
 func startExporterAt(t *testing.T, addr string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"exporter", "--url", "redis://" + addr + "/0", "--web.listen-address", "127.0.0.1:0"}, args...)...)
+	return startExporterURL(t, "redis://"+addr+"/0", nil, args...)
+}
+
+// startExporterURL is startExporter with --url redisURL; the exporter's
+// stderr goes to stderr when it is not nil.
+func startExporterURL(t *testing.T, redisURL string, stderr io.Writer, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"exporter", "--url", redisURL, "--web.listen-address", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -51,6 +61,12 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	require.Contains(t, resp.Header.Get("Content-Type"), "version=0.0.4")
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
+	return samples(t, body)
+}
+
+// samples reads a text-format page as scrape does.
+func samples(t *testing.T, body []byte) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 		if strings.HasPrefix(line, "#") {
@@ -141,4 +157,52 @@ func TestInspectShowsFutureRecords(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(ok(t, cli(t, "inspect", name, "-o", "json")).stdout), &in))
 	require.Equal(t, 1, in.Future.Records)
 	require.InDelta(t, time.Hour.Milliseconds(), in.Future.MaxLeadMS, 60_000)
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's output and a test
+// reading it at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Issue 39, item 3: the exporter reports a read the user may not make.
+// Without ZCOUNT (which the limiters' reading needs) a scrape says
+// ratelimiter_exporter_up 0, with no limiter series, and stderr names the
+// command; without INFO (only the eviction series need it) the reading
+// succeeds, the eviction series are absent and
+// ratelimiter_exporter_info_errors_total counts the refusals.
+func TestExporterReportsRefusedReads(t *testing.T) {
+	name := uniqueName(t)
+	newLimiter(t, name, ratelimiter.Config{Rate: 10, Interval: time.Hour}, 2)
+	user := "exp-" + strings.ReplaceAll(name, "_", "-")
+
+	var stderr syncBuffer
+	url := startExporterURL(t, readmeUser(t, redisAddr, user, "-zcount"), &stderr, "--match", name)
+	got := scrape(t, url)
+	require.Equal(t, 0.0, got["ratelimiter_exporter_up"], "a refused ZCOUNT fails the reading")
+	_, rate := got[`ratelimiter_rate{limiter=`+strconv.Quote(name)+`}`]
+	require.False(t, rate, "no limiter series from a failed reading")
+	require.Contains(t, stderr.String(), "zcount")
+
+	url = startExporterURL(t, readmeUser(t, redisAddr, user+"-i", "-info"), nil, "--match", name)
+	got = scrape(t, url)
+	require.Equal(t, 1.0, got["ratelimiter_exporter_up"])
+	require.Equal(t, 8.0, got[`ratelimiter_available_permits{limiter=`+strconv.Quote(name)+`}`])
+	require.GreaterOrEqual(t, got["ratelimiter_exporter_info_errors_total"], 1.0, "INFO refused: counted")
+	for series := range got {
+		require.False(t, strings.HasPrefix(series, "ratelimiter_redis_eviction_risk"), series)
+	}
 }

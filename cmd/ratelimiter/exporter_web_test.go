@@ -83,7 +83,7 @@ func TestExporterHelpListsItsFlags(t *testing.T) {
 	}
 	sort.Strings(got)
 	require.Equal(t, []string{
-		"ca", "cluster", "collect-timeout", "idle", "match", "max-clients", "max-limiters",
+		"ca", "cluster", "collect-timeout", "idle", "insecure-skip-verify", "match", "max-clients", "max-limiters",
 		"max-records", "max-scans", "redis-timeout", "scan-count", "sentinel", "url",
 		"web.config.file", "web.listen-address", "web.telemetry-path",
 	}, got, r.stdout)

@@ -25,11 +25,11 @@ type futureRecords struct {
 }
 
 // futureOf reads Redis's TIME and counts the records of in stamped after
-// it; nil when TIME fails (inspect still prints the rest).
-func futureOf(ctx context.Context, rdb redis.UniversalClient, in *inspection) *futureRecords {
+// it. It fails with TIME's error (a user who may not run TIME, say).
+func futureOf(ctx context.Context, rdb redis.UniversalClient, in *inspection) (*futureRecords, error) {
 	t, err := rdb.Time(ctx).Result()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	f := &futureRecords{ServerTime: t}
 	now := t.UnixMilli()
@@ -42,7 +42,7 @@ func futureOf(ctx context.Context, rdb redis.UniversalClient, in *inspection) *f
 			}
 		}
 	}
-	return f
+	return f, nil
 }
 
 // printFuture prints one line when records are stamped after Redis's

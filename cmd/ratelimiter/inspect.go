@@ -52,7 +52,9 @@ func inspectOne(c *cli, maxRecords int) error {
 	if err != nil {
 		return err
 	}
-	in.Future = futureOf(c.ctx, c.rdb, in)
+	if in.Future, err = futureOf(c.ctx, c.rdb, in); err != nil {
+		return err
+	}
 	for i := range in.Budgets {
 		if b := &in.Budgets[i]; maxRecords > 0 && len(b.Records) > maxRecords {
 			b.Records = b.Records[len(b.Records)-maxRecords:]

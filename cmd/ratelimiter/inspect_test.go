@@ -274,3 +274,15 @@ func TestWatchUntilInterrupted(t *testing.T) {
 	}
 	require.NoError(t, cmd.Wait(), "watch must exit 0 when interrupted")
 }
+
+// Issue 39, item 3: inspect reports a read the user may not make. Without
+// TIME (which it reads to find records stamped after Redis's clock) it
+// exits 2 naming the command instead of leaving that line out.
+func TestInspectReportsRefusedTime(t *testing.T) {
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	ok(t, cli(t, "acquire", name))
+	url := readmeUser(t, redisAddr, "insp-"+strings.ReplaceAll(name, "_", "-"), "-time")
+	r := failsWith(t, 2, cliEnv(t, []string{"REDIS_URL=" + url}, "inspect", name))
+	require.Contains(t, r.stderr, "'time'")
+}

@@ -101,6 +101,9 @@ type planItem struct {
 	// Problem says why the limiter is left alone (action problem, or a
 	// failed apply).
 	Problem string `json:"problem,omitempty"`
+	// Warning says that another limiter shares this one's value and
+	// permits keys: one configured in Redis, or one of this file.
+	Warning string `json:"warning,omitempty"`
 	// Result is what apply did: created, changed, unchanged or skipped.
 	Result string `json:"result,omitempty"`
 
@@ -174,6 +177,12 @@ func runPlan(argv []string, stdout, stderr io.Writer, apply bool) int {
 				return se.fail(2, "%s", err)
 			}
 			return se.fail(2, "%s", redact(err.Error(), se.g.effectiveURL()))
+		}
+		// Warnings first: apply writes after them.
+		for _, it := range p.Limiters {
+			if it.Warning != "" {
+				fmt.Fprintf(stderr, "ratelimiter %s: warning: %s: %s\n", name, shown(it.Name), printable(it.Warning))
+			}
 		}
 		var fatal error
 		if apply && !f.dryRun {
@@ -300,8 +309,41 @@ func makePlan(ctx context.Context, rdb redis.UniversalClient, g *globals, f plan
 		}
 		p.Limiters = append(p.Limiters, it)
 	}
+	if err := warnSharedKeys(ctx, rdb, g, p); err != nil {
+		return nil, err
+	}
 	p.count()
 	return p, nil
+}
+
+// warnSharedKeys sets the Warning of each limiter to create or change
+// whose value and permits keys another limiter shares: one of the file's
+// (to create or change too), or one configured in Redis (shared.go).
+func warnSharedKeys(ctx context.Context, rdb redis.Cmdable, g *globals, p *plan) error {
+	inFile := map[string]bool{}
+	var keys []string
+	var items []*planItem
+	for _, it := range p.Limiters {
+		if it.Action == "create" || it.Action == "change" {
+			inFile[g.mapName(it.Name)] = true
+			keys = append(keys, g.mapName(it.Name))
+			items = append(items, it)
+		}
+	}
+	others, err := configuredOthers(ctx, rdb, keys)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		other, ok := sharesKeysWith(keys[i])
+		switch {
+		case ok && inFile[other]:
+			it.Warning = sharedKeysWarning(keys[i], other) + "; both are in this file"
+		case others[i] != "":
+			it.Warning = sharedKeysWarning(keys[i], others[i])
+		}
+	}
+	return nil
 }
 
 // count fills the summary from the items and the patterns.

@@ -24,6 +24,9 @@ type standalone struct {
 	// (--url, --cluster, --sentinel, --redis-timeout, --ca), so that -h
 	// lists no flag the command ignores.
 	connOnly bool
+	// lazy: start whether or not Redis answers (the exporter); a failed
+	// PING is logged on stderr, not fatal.
+	lazy bool
 }
 
 // session is what a standalone command runs with: the connected Redis
@@ -70,7 +73,17 @@ func (s standalone) run(argv []string, stdout, stderr io.Writer, body func(se se
 	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rdb, err := g.connect(ctx)
+	var rdb redis.UniversalClient
+	if s.lazy {
+		rdb, err = g.newClient()
+		if err == nil {
+			if perr := g.ping(ctx, rdb); perr != nil {
+				fmt.Fprintf(stderr, "ratelimiter %s: %s\n", s.name, oneLine(perr.Error()))
+			}
+		}
+	} else {
+		rdb, err = g.connect(ctx)
+	}
 	if err != nil {
 		return fail(2, "%s", redact(err.Error(), g.effectiveURL()))
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -165,7 +164,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, name string, k wire
 	}
 	kc := make([]keyCmds, len(roles))
 	bc := make([]budgetCmds, len(pairs))
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	replies, _ := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range roles {
 			kc[i] = keyCmds{p.PTTL(ctx, r.Key), p.Type(ctx, r.Key)}
 		}
@@ -174,7 +173,8 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, name string, k wire
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+	// A key of another type is state to report; a refused read fails.
+	if err := readErr(true, replies...); err != nil {
 		return nil, err
 	}
 	ttlOf := map[string]int64{}

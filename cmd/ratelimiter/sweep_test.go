@@ -3,7 +3,9 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter"
 )
 
 type sweptJSON struct {
@@ -100,4 +104,118 @@ func keysOf(m map[string]sweptJSON) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Issue 39, item 3: a limiter called every 20 ms by a writer whose clock
+// leads Redis's by 50 ms (its records are stamped after Redis's TIME)
+// survives sweep --apply --delete at the default --idle, run again and
+// again while it is called; none of its calls fails.
+func TestSweepKeepsLimiterStampedAhead(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "100000", "--interval", "1s"))
+	ahead := ratelimiter.NewClient(rdb, ratelimiter.WithServerClock(false),
+		ratelimiter.WithClock(func() time.Time { return time.Now().Add(50 * time.Millisecond) })).Limiter(name)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if _, err := ahead.TryAcquire(ctx, 1); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 5; i++ {
+		r := cli(t, "sweep", "--match", name, "--apply", "--delete", "-o", "json")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Empty(t, strings.TrimSpace(r.stdout), "nothing idle")
+		require.Equal(t, int64(1), rdb.Exists(ctx, name).Val(), "sweep %d deleted a limiter in use", i)
+	}
+	close(stop)
+	require.NoError(t, <-done)
+}
+
+// Issue 39, item 3: a sweep racing grants deletes nothing in use. Writers
+// call 200 limiters in turn (every other one PER_CLIENT, under two client
+// ids) while sweep --apply --delete runs at the default --idle; every
+// limiter keeps its config and no call fails.
+func TestSweepRacingGrantsDeletesNothing(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	base := uniqueName(t) + "-"
+	const n = 200
+	names := make([]string, n)
+	p := rdb.Pipeline()
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%03d", base, i)
+		p.HSet(ctx, names[i], "rate", "100000", "interval", "1000", "type", strconv.Itoa(i%2))
+	}
+	_, err := p.Exec(ctx)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		client := ratelimiter.NewClient(rdb, ratelimiter.WithClientID(fmt.Sprintf("w%d", w%2)))
+		go func() {
+			for i := w; ; i++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := client.Limiter(names[i%n]).TryAcquire(ctx, 1); err != nil {
+					errs <- fmt.Errorf("%s: %w", names[i%n], err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := cli(t, "sweep", "--match", base+"*", "--apply", "--delete", "-o", "json")
+	close(stop)
+	for w := 0; w < 4; w++ {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, 0, r.code, r.stderr)
+	var lost []string
+	for _, name := range names {
+		if rdb.Exists(ctx, name).Val() == 0 {
+			lost = append(lost, name)
+		}
+	}
+	require.Empty(t, lost, "deleted while in use; sweep said %s", r.stdout)
+}
+
+// Issue 39, item 3: a read the user may not make is "keep", with a
+// non-zero exit. Under the README's least-privilege user less ZREVRANGE,
+// a limiter used just now is neither listed as idle nor deleted, and
+// sweep exits 2 naming the refused command.
+func TestSweepReadErrorKeeps(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	ok(t, cli(t, "acquire", name))
+	url := readmeUser(t, redisAddr, "sweep-"+strings.ReplaceAll(name, "_", "-"), "+multi", "+exec", "+watch", "+unwatch", "-zrevrange")
+	env := []string{"REDIS_URL=" + url}
+	for _, args := range [][]string{
+		{"sweep", "--match", name},
+		{"sweep", "--match", name, "--apply", "--delete"},
+	} {
+		r := cliEnv(t, env, args...)
+		require.Equal(t, 2, r.code, "%v: stdout %q stderr %q", args, r.stdout, r.stderr)
+		require.Contains(t, r.stderr, "zrevrange", args)
+		require.NotContains(t, r.stdout, "would delete", args)
+		require.Equal(t, int64(1), rdb.Exists(ctx, name).Val(), "%v deleted a limiter used just now", args)
+	}
 }
