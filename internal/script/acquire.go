@@ -92,15 +92,15 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 // parseVerdicts reads the acquire script's reply (see lua/acquire.lua).
 func parseVerdicts(reply any, form string, ns []int64) ([]engine.Verdict, error) {
 	if form == formSingle {
-		if v, ok := reply.(int64); ok && v >= 0 {
+		v, ok := reply.(int64)
+		switch {
+		case !ok || v == -1:
+			return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
+		case v >= 0:
 			return []engine.Verdict{{Res: engine.Result{Granted: true, Remaining: v}}}, nil
 		}
-		// A refusal: {minus the hint, the interval}.
-		nums, ok := ints(reply, 2)
-		if !ok || nums[0] >= 0 || nums[1] < 0 {
-			return nil, fmt.Errorf("%w: acquire script replied %v", ErrCorruptState, reply)
-		}
-		return []engine.Verdict{{Res: engine.Result{RetryAfter: hintDuration(-nums[0]), Interval: millis(nums[1])}}}, nil
+		// A refusal: minus the hint, at most the interval and 3 ms.
+		return []engine.Verdict{{Res: engine.Result{RetryAfter: hintDuration(-v)}}}, nil
 	}
 	t, ok := reply.([]any)
 	if !ok || len(t) != 3+3*len(ns) {

@@ -16,10 +16,11 @@
 --
 -- Reply form '0' (exactly one request; the cheap hot path): one integer,
 -- the permits left (>= 0) on a grant, -1 when the record collided with an
--- existing one (nothing was granted: retry with a fresh prefix); on a
--- refusal a table {minus the wait hint in ms (at most -2), interval}, so
--- that a local refusal never outlasts an interval; RLEXCEED when the
--- request exceeds the rate.
+-- existing one (nothing was granted: retry with a fresh prefix), otherwise
+-- minus the wait hint in ms (at least 2), at most the interval and 3 ms
+-- (a longer hint comes from records stamped ahead of this script's clock:
+-- the caller asks again after an interval, and a local refusal never
+-- outlasts one); RLEXCEED when the request exceeds the rate.
 -- Reply form '2' is form '1' for queued waiters: after the first refusal,
 -- every later request is refused too, so that no waiter takes permits
 -- that one ahead of it is waiting for.
@@ -289,7 +290,10 @@ if single then
   if granted then
     return value
   end
-  return {-h, interval}
+  if h > interval + 3 then
+    h = interval + 3
+  end
+  return -h
 end
 local reset = 0
 if first[1] then

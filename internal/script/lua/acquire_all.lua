@@ -18,8 +18,8 @@
 -- Reply form '0' (exactly one request): one integer, the fewest permits
 -- left among the parts (>= 0) on a grant, -1 when the record collided
 -- with an existing one in some part (nothing was granted: retry with a
--- fresh record), otherwise {minus the wait hint in ms, the interval of
--- the part that waits longest} (acquire.lua's).
+-- fresh record), otherwise minus the wait hint in ms, at most the interval
+-- of the part that waits longest and 3 ms (as acquire.lua's).
 -- Reply form '1': -1 on a collision, otherwise a table
 -- {k, parts, binds, then per request: granted (1 or 0), fewest permits
 -- left among the parts after it, hint}, where parts is {rate, interval,
@@ -311,11 +311,10 @@ if single then
   if granted then
     return left
   end
-  local iv = 0
-  if sbind > 0 then
-    iv = interval[sbind]
+  if sbind > 0 and h > interval[sbind] + 3 then
+    h = interval[sbind] + 3
   end
-  return {-h, iv}
+  return -h
 end
 local parts = {}
 for p = 1, k do
