@@ -11,12 +11,13 @@ import (
 // removing them), so that the permits are not given back a second time
 // when those records expire: a release never raises the budget of a later
 // window. It takes them out of this Client's own records first, then out
-// of Redisson's, newest first, never out of another Go Client's (which may
-// be a live lease): another Client's release never gives back permits this
-// Client's callers used. Release only what the caller took within its
-// interval: when another caller of the same Client was granted after the
-// releaser, its newer record gives the permits back, and a real-time
-// window can then hold more than the rate (docs/differences.md). It gives
+// of Redisson's, newest first, and out of other Go Clients' only when
+// those hold too few (an operator's release from the CLI): a Client that
+// releases what it took never gives back permits another Client's callers
+// used. Release only what the caller took within its interval: when
+// another caller of the same Client was granted after the releaser, its
+// newer record gives the permits back, and a real-time window can then
+// hold more than the rate (docs/differences.md). It gives
 // back at most what the 256 newest records in the window hold. n = 0 does
 // nothing and sends nothing.
 //

@@ -5,10 +5,12 @@
 -- raises the budget of a later window. It takes them first out of the
 -- releasing Client's own records (those whose bytes at `at` are `mark`,
 -- the Client's tag: wire.OwnMark), newest first, then out of records no Go
--- Client wrote (Redisson's), newest first; never out of another Go
--- Client's record, which may be its live lease, nor out of `keep` (this
--- Client's live lease), and an empty mark (a format without a tag) makes
--- every record the Client's own. Newest first keeps the window's records,
+-- Client wrote (Redisson's), newest first, and only when those hold too
+-- few, out of other Go Clients' records (an operator's release from the
+-- CLI, a release in another process than the grant), which may shrink
+-- another Client's live lease; never out of `keep` (this Client's live
+-- lease). An empty mark (a format without a tag) makes every record the
+-- Client's own. Newest first keeps the window's records,
 -- by their scores, within the rate: the released permits leave the newest
 -- records, which every later window that holds the new grants also holds.
 -- A release of permits granted before another caller of the same Client
@@ -23,9 +25,9 @@
 -- release_all.lua.
 local RELEASE_WALK = 256
 
--- Reports whether record m is the releasing Client's own (1), one no Go
--- Client wrote (2), or one to leave alone (false): another Go Client's
--- (found by the "GoRL" mark of Go's Bc0I and Lc0I records, wire.New), or
+-- Reports which pass may shrink record m: 1 for the releasing Client's
+-- own, 2 for one no Go Client wrote, 3 for another Go Client's (found by
+-- the "GoRL" mark of Go's Bc0I and Lc0I records, wire.New), false for
 -- keep.
 local function owner(m, mark, at, keep)
   if m == keep then
@@ -36,7 +38,7 @@ local function owner(m, mark, at, keep)
   end
   local goBc0I = string.byte(m, 1) == 16 and #m == 21 and string.sub(m, 2, 5) == 'GoRL'
   if goBc0I or string.sub(m, 9, 12) == 'GoRL' then
-    return false
+    return 3
   end
   return 2
 end
@@ -47,7 +49,7 @@ local function giveBack(valueKey, permitsKey, now, interval, rate, value, want, 
   if want > 0 then
     local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
       'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
-    for pass = 1, 2 do
+    for pass = 1, 3 do
       for i = 1, #recs, 2 do
         local m, score = recs[i], recs[i + 1]
         local held = 0
