@@ -17,3 +17,8 @@ func GrantedAny(reply any) bool { return grantedAny(reply) }
 // HintDuration turns a hint in ms into a positive Duration, saturating,
 // as the reply parsers do; for tests.
 func HintDuration(ms int64) time.Duration { return hintDuration(ms) }
+
+// Guarded wraps a script that raises its errors as tables (lib.lua) so
+// that every server, Redis 6.2 included, replies with that error, as the
+// library sends them; for tests that run lib.lua's rules themselves.
+func Guarded(src string) string { return guarded(src) }
