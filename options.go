@@ -16,6 +16,8 @@ type Option func(*Client)
 // WithClientID sets the client id used for PER_CLIENT keys instead of a new
 // random UUID. Give the same id to a restarted process that must keep its
 // PER_CLIENT budget; it must not be empty.
+//
+// default: a new random UUID per Client.
 func WithClientID(id string) Option {
 	return func(c *Client) {
 		if id == "" {
@@ -28,6 +30,8 @@ func WithClientID(id string) Option {
 // WithNameMapper maps every limiter name before the keys are derived from
 // it, like Redisson's NameMapper (for example to add a prefix). Java and
 // Go must use the same mapping to share limiters. A nil mapper is an error.
+//
+// default: none: names are used as given.
 func WithNameMapper(m func(string) string) Option {
 	return func(c *Client) {
 		if m == nil {
@@ -65,6 +69,8 @@ func WithMemberFormat(f wire.Format) Option {
 // clock check. Waiting in Acquire always uses real time. now must be
 // safe for concurrent use: script calls read it from the goroutines that
 // run them, and the clock check (WithClockCheck) from its own.
+//
+// default: time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *Client) {
 		if now == nil {
@@ -85,6 +91,8 @@ func WithClock(now func() time.Time) Option {
 // calls that ran first, at one more Redis read per grant. Redisson stamps
 // with its own clock whatever this option says: docs/differences.md
 // states the bound its offset sets.
+//
+// default: on: the server's clock.
 func WithServerClock(on bool) Option {
 	return func(c *Client) { c.clientClock = !on }
 }
@@ -114,6 +122,8 @@ const defaultMaxBatch = 128
 // acquisition is its own script call and every blocked caller sleeps on
 // its own timer, as Redisson does. 0 means the default, 128; n must be
 // from 0 to 4096.
+//
+// default: 128.
 func WithMaxBatch(n int) Option {
 	return func(c *Client) {
 		switch {
@@ -139,6 +149,8 @@ func WithMaxBatch(n int) Option {
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
+//
+// default: on.
 func WithFairness(on bool) Option {
 	return func(c *Client) { c.unfair = !on }
 }
@@ -155,6 +167,8 @@ func WithFairness(on bool) Option {
 // It has no effect with WithFairness(false) or WithMaxBatch(1), and none
 // on composites, whose waiters wake on their hint. An n out of range makes
 // every call fail with ErrInvalidArgument.
+//
+// default: 0: an even split.
 func WithForeignWaiters(n int) Option {
 	return func(c *Client) {
 		if n < 0 || n > engine.MaxForeignWaiters {
@@ -193,6 +207,8 @@ func WithLocalRefusals(on bool) Option {
 // before the process exits to give back the unused permits at once
 // (otherwise they come back when their record expires, one interval after
 // the lease).
+//
+// default: off.
 func WithLeases(o LeaseOptions) Option {
 	return func(c *Client) {
 		o, err := o.withDefaults()
@@ -232,6 +248,8 @@ func WithLeases(o LeaseOptions) Option {
 // Sentinel, count the replicas of the master. The option works with
 // *redis.Client, a failover client and *redis.ClusterClient, not with
 // redis.Ring.
+//
+// default: off: grants are reported when the master applied them.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(c *Client) {
 		if replicas < 1 {
@@ -248,6 +266,8 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 
 // WithHooks installs h on the Client. A later WithHooks replaces an
 // earlier one. The default is no hooks, which costs nothing.
+//
+// default: none.
 func WithHooks(h Hooks) Option {
 	return func(c *Client) { c.hooks = h }
 }
