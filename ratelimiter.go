@@ -119,6 +119,7 @@ func (c *Client) Limiter(name string) *Limiter {
 	}
 	r.keys = wire.KeysFor(raw, c.id)
 	r.sk = script.KeysOf(r.keys)
+	r.lane = "1" + r.keys.Config
 	if c.cluster && !r.keys.SameSlot() || c.ring && !r.keys.SameTag() {
 		r.err = errors.Join(r.err, ErrCrossSlot)
 	}
@@ -132,6 +133,7 @@ type Limiter struct {
 	name string
 	keys wire.Keys
 	sk   script.Keys // the keys as the scripts take them, made once
+	lane string      // the engine's lane key (target.go), made once
 	err  error
 }
 

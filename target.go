@@ -26,9 +26,10 @@ func (a *Composite) target() engine.Target { return (*compositeTarget)(a) }
 
 func (t *limiterTarget) lim() *Limiter { return (*Limiter)(t) }
 
-// LaneKey is "1" and the config key: composites' lane keys begin with
-// another byte (composite.go).
-func (t *limiterTarget) LaneKey() string { return "1" + t.keys.Config }
+// LaneKey is "1" and the config key, made once in Client.Limiter (every
+// acquisition asks for it): composites' lane keys begin with another byte
+// (composite.go).
+func (t *limiterTarget) LaneKey() string { return t.lane }
 
 func (t *limiterTarget) MaxWeight() int64 { return 1 }
 
