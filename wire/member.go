@@ -87,17 +87,24 @@ type Tag [4]byte
 // part only has to keep records unique, so a fast non-cryptographic
 // source does. An invalid f is written as Bc0I.
 func New(f Format, tag Tag, permits uint32) []byte {
+	return NewSeeded(f, tag, rand.Uint64(), permits)
+}
+
+// NewSeeded is New with the random part made from seed alone, so that
+// every Client that knows seed writes the same bytes: a record that many
+// Clients may write for one event, where ZADD NX keeps only the first.
+func NewSeeded(f Format, tag Tag, seed uint64, permits uint32) []byte {
 	var random []byte
 	switch f {
 	case Lc0I:
 		random = hex.AppendEncode([]byte(goMark), tag[:])
-		random = strconv.AppendInt(random, int64(rand.Uint64()), 10)
+		random = strconv.AppendInt(random, int64(seed), 10)
 	case FI:
 		// Redisson rounds a random int64 to float32: its exponent field is
 		// at most 190 (|x| <= 2^63). Ours is 192 to 254: a finite float
 		// that reads the same to every Redisson and that Redisson never
 		// writes, with about 2^30 distinct values. No room for a tag.
-		bits := rand.Uint32()
+		bits := uint32(seed)
 		exp := goFloatMinExp + bits%(255-goFloatMinExp)
 		random = binary.LittleEndian.AppendUint32(nil, bits&0x807fffff|exp<<23)
 	default:
@@ -106,7 +113,7 @@ func New(f Format, tag Tag, permits uint32) []byte {
 		// of Redisson 3.17 to 3.20.
 		f = Bc0I
 		random = append([]byte(goMark), tag[:]...)
-		random = binary.LittleEndian.AppendUint64(random, rand.Uint64())
+		random = binary.LittleEndian.AppendUint64(random, seed)
 	}
 	m, _ := Encode(f, random, permits)
 	return m

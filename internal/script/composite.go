@@ -81,9 +81,9 @@ func (c *Conn) evalAll(ctx context.Context, p *Parts, args ...any) (any, error) 
 	var err error
 	s := c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts)
 	if c.ack.replicas > 0 {
-		v, err = c.evalAck(ctx, s, p.Keys, full...)
+		v, err = c.evalAck(ctx, s, p.Keys, parts(p.Keys), full...)
 	} else {
-		v, err = s.Run(ctx, c.rdb, p.Keys, full...).Result()
+		v, err = c.runGranting(ctx, s, p.Keys, full, parts(p.Keys))
 	}
 	return v, c.partsError(p, err)
 }

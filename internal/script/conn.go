@@ -42,6 +42,7 @@ type Conn struct {
 	perm        permState     // the user's permissions (permissions.go)
 	evict       evictionState // the server's eviction policy (eviction.go)
 	perClient   perClientSet  // limiters found PER_CLIENT (stamp.go)
+	restart     restarts      // servers seen, restarts and fills (restart.go)
 }
 
 // New returns a Conn on rdb (which may be nil: every call then fails in

@@ -37,22 +37,23 @@ func (c *Conn) evalAcquire(ctx context.Context, k Keys, args ...any) (any, error
 	if c.perClient.has(k.All[0]) {
 		keys = k.All
 	}
-	v, err := c.runAcquire(ctx, keys, args)
+	v, err := c.runAcquire(ctx, k, keys, args)
 	if n, ok := v.(int64); ok && n == -2 && len(keys) == 3 {
 		// PER_CLIENT: nothing was written; send all five keys from now on.
 		c.perClient.add(k.All[0])
-		v, err = c.runAcquire(ctx, k.All, args)
+		v, err = c.runAcquire(ctx, k, k.All, args)
 	}
 	return v, c.Result(err) // each caller's Decision names its own limiter
 }
 
-// runAcquire runs the acquire script once with keys.
-func (c *Conn) runAcquire(ctx context.Context, keys []string, args []any) (any, error) {
+// runAcquire runs the acquire script once with keys, those of k that
+// the call needs.
+func (c *Conn) runAcquire(ctx context.Context, k Keys, keys []string, args []any) (any, error) {
 	s := c.acquireScript(ctx, scriptAcquire, scriptAcquireEvicts)
 	if c.ack.replicas > 0 {
-		return c.evalAck(ctx, s, keys, args...)
+		return c.evalAck(ctx, s, keys, [][]string{k.All}, args...)
 	}
-	return s.Run(ctx, c.rdb, keys, args...).Result()
+	return c.runGranting(ctx, s, keys, args, [][]string{k.All})
 }
 
 // Result is where the error of every Redis call the library makes ends:

@@ -70,9 +70,9 @@ func (c *Conn) evalLease(ctx context.Context, k Keys, args ...any) (any, error) 
 	var v any
 	var err error
 	if c.ack.replicas > 0 {
-		v, err = c.evalAckIf(ctx, scriptLease, leaseGranted, k.All, args...)
+		v, err = c.evalAckIf(ctx, scriptLease, leaseGranted, k.All, [][]string{k.All}, args...)
 	} else {
-		v, err = scriptLease.Run(ctx, c.rdb, k.All, args...).Result()
+		v, err = c.runGranting(ctx, scriptLease, k.All, args, [][]string{k.All})
 	}
 	return v, c.Result(err)
 }

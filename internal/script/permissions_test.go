@@ -42,6 +42,8 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		{"release_all.lua", luaLib + luaGiveBack + luaReleaseAll, needRelease, []string{"time"}},
 		{"lease.lua", luaLib + luaLeaseReturn + luaLease, needLease, []string{"time"}},
 		{"lease_end.lua", luaLib + luaLeaseReturn + luaLeaseEnd, needLease, []string{"time"}},
+		// fill.lua runs before an acquisition, on the acquire's needs.
+		{"fill.lua", luaLib + luaFill, needAcquire, []string{"time"}},
 		// setrate.lua uses lib.lua's refresh (PEXPIRE, PTTL), no other lib command.
 		{"setrate.lua", luaSetRate + " redis.call('PEXPIRE' redis.call('PTTL'", needSetRate, nil},
 		// trysetrate.lua uses lib.lua's refresh (PEXPIRE, PTTL).

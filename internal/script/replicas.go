@@ -48,13 +48,17 @@ const ackMargin = 5 * time.Millisecond
 // master's connection, and turns a short acknowledgement of a grant into
 // an *ackError, returned with the script's reply. Otherwise it returns
 // the script's raw reply and error.
-func (c *Conn) evalAck(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
-	return c.evalAckIf(ctx, s, grantedAny, keys, args...)
+func (c *Conn) evalAck(ctx context.Context, s *redis.Script, keys []string, limiters [][]string, args ...any) (any, error) {
+	return c.evalAckIf(ctx, s, grantedAny, keys, limiters, args...)
 }
 
 // evalAckIf is evalAck for a script whose reply granted says whether it
 // granted anything (lease.lua's differs from the acquire scripts').
-func (c *Conn) evalAckIf(ctx context.Context, s *redis.Script, granted func(any) bool, keys []string, args ...any) (any, error) {
+// limiters (each K1..K5) are those it may grant from (runGranting).
+func (c *Conn) evalAckIf(ctx context.Context, s *redis.Script, granted func(any) bool, keys []string, limiters [][]string, args ...any) (any, error) {
+	if err := c.fillDue(ctx, limiters); err != nil {
+		return nil, err
+	}
 	ack := c.ack
 	timeout := ack.timeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -81,7 +85,11 @@ func (c *Conn) evalAckIf(ctx context.Context, s *redis.Script, granted func(any)
 		_, _ = p.Exec(ctx)
 		if redis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
 			// The master's script cache is empty (a promoted replica, a
-			// restart, SCRIPT FLUSH): send the source.
+			// restart, SCRIPT FLUSH): look at it (restart.go), then send
+			// the source.
+			if err := c.afterNoScript(ctx, keys[0], limiters); err != nil {
+				return nil, err
+			}
 			script, wait = s.Eval(ctx, p, keys, args...), pipeWait(ctx, p, ack.replicas, timeout)
 			_, _ = p.Exec(ctx)
 		}

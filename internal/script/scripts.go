@@ -40,6 +40,8 @@ var (
 	luaLease string
 	//go:embed lua/lease_end.lua
 	luaLeaseEnd string
+	//go:embed lua/fill.lua
+	luaFill string
 )
 
 var (
@@ -59,6 +61,8 @@ var (
 	// lease_return.lua's returnRecord.
 	scriptLease    = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLease))
 	scriptLeaseEnd = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLeaseEnd))
+	// After a restart, failover or clock jump (restart.go).
+	scriptFill = redis.NewScript(guarded(luaLib + luaFill))
 )
 
 // guarded wraps a script that raises its errors with error({err = ...})
