@@ -16,6 +16,7 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // TestFailoverSentinelRealTime checks the limit in real time through a
@@ -91,6 +92,7 @@ type rtResult struct {
 	pollGap      time.Duration       // longest gap between two reads of the new master's records
 	pollGapAt    time.Time           // server time of the read that ended it
 	shortMembers int                 // members too short to hold a count
+	fills        int                 // fill records read (internal/script/restart.go)
 }
 
 // rtRecord is one permit record: its score (a stamp in epoch ms) and its
@@ -266,6 +268,7 @@ func runRealTimeFailover(ctx context.Context, t *testing.T) (rtResult, int) {
 	res.grants = grants.List()
 	res.records, res.pollGap, res.pollGapAt = rec.of(m.Addr)
 	res.shortMembers = rec.shortMembers()
+	res.fills = rec.fillCount()
 	return res, switches()
 }
 
@@ -304,6 +307,7 @@ func (res rtResult) assert(t *testing.T) {
 		res.promoted, res.promotedAt.Sub(res.killAt).Round(time.Millisecond), res.firstAfter.Sub(res.killAt).Round(time.Millisecond))
 	t.Logf("WorstCertain %d (window at kill%+v), of the calls sent after the kill %d (at kill%+v); WorstByReply %d (informational)",
 		worst, worstAt.Sub(res.killAt).Round(time.Millisecond), worstNew, worstNewAt.Sub(res.killAt).Round(time.Millisecond), byReply)
+	t.Logf("fill records read: %d", res.fills)
 	t.Logf("new master's records: %d (%d stamped before the kill, holding %d permits; %d after it), worst window %d (at kill%+v); longest gap between reads %v (ending at kill%+v)",
 		len(res.records), recBefore, permitsBefore, recAfter, recWorst, time.UnixMilli(recAt).Sub(res.killAt).Round(time.Millisecond),
 		res.pollGap.Round(time.Millisecond), res.pollGapAt.Sub(res.killAt).Round(time.Millisecond))
@@ -316,6 +320,9 @@ func (res rtResult) assert(t *testing.T) {
 	require.LessOrEqualf(t, recWorst, int64(rtRate), "the new master's records hold more than %d permits in one interval", rtRate)
 	require.Positive(t, recBefore, "no record from before the kill on the new master")
 	require.Positive(t, recAfter, "no record from after the failover on the new master")
+	// The Clients saw the new master (NOSCRIPT, then its run_id) and
+	// filled the window for one interval.
+	require.Positivef(t, res.fills, "no fill record on the new master")
 	// Every grant told to a caller before the kill was acknowledged by a
 	// replica, and Sentinel promotes the most up-to-date one.
 	require.GreaterOrEqualf(t, permitsBefore, int64(before), "grants told to callers before the kill are missing on the new master")
@@ -338,6 +345,7 @@ type recordPoller struct {
 	recs  map[string]map[string]rtRecord
 	times map[string][]time.Time
 	short int
+	fills int // fill records read, over all reads (not counted as grants)
 }
 
 func newRecordPoller(key string) *recordPoller {
@@ -366,6 +374,12 @@ func (p *recordPoller) read(ctx context.Context, addr string, rdb *redis.Client)
 			p.short++
 			continue
 		}
+		if d, err := wire.Decode([]byte(m)); err == nil && d.Fill() {
+			// The new master's fill (internal/script/restart.go) holds
+			// permits no caller was granted: not a grant to count.
+			p.fills++
+			continue
+		}
 		p.recs[addr][m] = rtRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
 	}
 	p.times[addr] = append(p.times[addr], tc.Val())
@@ -387,6 +401,12 @@ func (p *recordPoller) of(addr string) (map[string]rtRecord, time.Duration, time
 		}
 	}
 	return p.recs[addr], gap, at
+}
+
+func (p *recordPoller) fillCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fills
 }
 
 func (p *recordPoller) shortMembers() int {

@@ -184,15 +184,32 @@ func (m Member) GoTag() (string, bool) {
 }
 
 // Writer names who wrote the record: "redisson" for an unmarked one
-// (Redisson's, or a Go client's of a version that did not mark), "go:"
-// and the Client's tag for a tagged one, "go" for a marked one without a
-// tag (FI).
+// (Redisson's, or a Go client's of a version that did not mark), "fill"
+// for a fill record (FillTag), "go:" and the Client's tag for a tagged
+// one, "go" for a marked one without a tag (FI).
 func (m Member) Writer() string {
 	if !m.GoMarked() {
 		return "redisson"
+	}
+	if m.Fill() {
+		return "fill"
 	}
 	if tag, ok := m.GoTag(); ok {
 		return "go:" + tag
 	}
 	return "go"
+}
+
+// FillTag tags the records that fill a window after its server restarted,
+// was replaced by a replica or had its clock jump (docs/operations.md,
+// "Restarts, failovers and clock steps"): they hold permits that no caller
+// was granted, so that the grants the window lost are not made again. No
+// Client writes it on its own records.
+var FillTag = Tag{'f', 'i', 'l', 'l'}
+
+// Fill reports whether the record is a fill record (FillTag). An FI
+// record has no tag: a fill record in FI reads as an ordinary Go record.
+func (m Member) Fill() bool {
+	tag, ok := m.GoTag()
+	return ok && tag == hex.EncodeToString(FillTag[:])
 }

@@ -57,7 +57,7 @@ func (c *Conn) readEviction(ctx context.Context) (Eviction, error) {
 	if err != nil {
 		return Eviction{}, err
 	}
-	c.noteServer(info) // the same reading tells a restart (restart.go)
+	c.noteServer(ctx, info) // the same reading tells a restart (restart.go)
 	return parseEviction(info), nil
 }
 

@@ -30,10 +30,6 @@ import (
 // bytes come from the new run_id, so every Go Client that sees the event
 // writes the same record and ZADD NX keeps one.
 
-// fillTag is the tag of fill records: not any Client's, so that no
-// Client's release takes permits out of them before its own records.
-var fillTag = wire.Tag{'f', 'i', 'l', 'l'}
-
 // maxFilled bounds the limiters a Conn remembers as checked against the
 // latest event; the set starts afresh when it is reached (a limiter
 // checked again writes the same record, which ZADD NX leaves alone).
@@ -136,18 +132,34 @@ func (c *Conn) nodeFor(ctx context.Context, key string) (redis.UniversalClient, 
 	return c.rdb, "", true
 }
 
-// noteServer records what a plain INFO of the Conn's single master said
-// (the eviction read's, eviction.go): the first sighting, and on every
-// later read a change of process.
-func (c *Conn) noteServer(info string) {
-	if _, ok := c.rdb.(*redis.Client); ok {
+// noteServer records what a plain INFO of the Conn's server said (the
+// eviction read's, eviction.go): on a single master the first sighting,
+// and on every later read a change of process; on a cluster, the first
+// read takes every node's (baseline).
+func (c *Conn) noteServer(ctx context.Context, info string) {
+	switch r := c.rdb.(type) {
+	case *redis.Client:
 		c.restart.observe("", parseServer(info), !c.restart.known())
+	case *redis.ClusterClient:
+		if !c.restart.known() {
+			c.baseline(ctx, r)
+		}
 	}
+}
+
+// baseline records every node of cluster cc as it serves now.
+func (c *Conn) baseline(ctx context.Context, cc *redis.ClusterClient) {
+	_ = cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+		if info, err := n.Info(ctx).Result(); err == nil {
+			c.restart.observe(n.Options().Addr, parseServer(info), true)
+		}
+		return nil
+	})
 }
 
 // noticeNoScript is called when a script call for key answered NOSCRIPT:
 // it reads the server's run_id and role and records an event when they
-// changed. On a cluster, the first call reads every node first, so that
+// changed. On a cluster, the first look reads every node first, so that
 // a node met later counts as new only when it is. An INFO that fails
 // (the user lacks +info) records nothing: restarts then go unnoticed.
 func (c *Conn) noticeNoScript(ctx context.Context, key string) {
@@ -157,12 +169,7 @@ func (c *Conn) noticeNoScript(ctx context.Context, key string) {
 	}
 	baseline := !c.restart.known()
 	if cc, isCluster := c.rdb.(*redis.ClusterClient); isCluster && baseline {
-		_ = cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
-			if info, err := n.Info(ctx).Result(); err == nil {
-				c.restart.observe(n.Options().Addr, parseServer(info), true)
-			}
-			return nil
-		})
+		c.baseline(ctx, cc)
 	}
 	info, err := node.Info(ctx).Result() // plain INFO: Redis 6.2 refuses several sections in one call
 	if err != nil {
@@ -190,7 +197,7 @@ func (c *Conn) fillDue(ctx context.Context, limiters [][]string) error {
 			continue
 		}
 		if e, ok := c.restart.latest(addr, at); ok {
-			rec := wire.NewSeeded(c.format, fillTag, e.seed, 0)
+			rec := wire.NewSeeded(c.format, wire.FillTag, e.seed, 0)
 			since := time.Since(e.at).Milliseconds()
 			if err := scriptFill.Run(ctx, c.rdb, k, c.Stamp(), rec[:len(rec)-4], since).Err(); err != nil {
 				return err
