@@ -43,6 +43,7 @@ func doctorCmd(fs *flag.FlagSet) action {
 			c.doctorServer(),
 			c.doctorLua(),
 			c.doctorEviction(),
+			c.doctorPersistence(),
 			c.doctorPermissions(),
 			tools,
 			c.doctorClock(),
@@ -129,6 +130,31 @@ func (c *cli) doctorEviction() check {
 		return check{"eviction", "warn", detail + ": keys of limiters with keep-alive can be evicted"}
 	}
 	return check{"eviction", "ok", detail}
+}
+
+// doctorPersistence warns when the server keeps snapshots but no
+// append-only file: a restart then brings back the windows of the last
+// snapshot, and the grants made since are made again by any client that
+// does not fill the window (docs/operations.md, "Restarts, failovers and
+// clock steps"). A server with neither loses its limiters on a restart
+// (ErrNotInitialized until SetRate), which grants nothing twice.
+func (c *cli) doctorPersistence() check {
+	info, err := c.rdb.Info(c.ctx, "persistence").Result()
+	if err != nil {
+		return check{"persistence", "warn", "cannot read INFO persistence: " + err.Error()}
+	}
+	if infoFields(info)["aof_enabled"] == "1" {
+		return check{"persistence", "ok", "appendonly yes"}
+	}
+	save, err := c.rdb.ConfigGet(c.ctx, "save").Result()
+	switch {
+	case err != nil:
+		return check{"persistence", "ok", "appendonly no; snapshot points unknown (CONFIG GET save: " + err.Error() + ")"}
+	case strings.TrimSpace(save["save"]) == "":
+		return check{"persistence", "ok", "no persistence: a restart loses every limiter"}
+	}
+	return check{"persistence", "warn", fmt.Sprintf("snapshots only (save %q, appendonly no): a restart brings back the last snapshot's windows; "+
+		"Go Clients fill them for one interval, Redisson does not (docs/operations.md, Restarts, failovers and clock steps)", save["save"])}
 }
 
 func (c *cli) doctorPermissions() check {

@@ -46,7 +46,7 @@ func TestDoctor(t *testing.T) {
 	r := ok(t, cli(t, "doctor", name, "-o", "json"))
 	d := doctorReport(t, r)
 	require.Equal(t, "ok", d.Status, r.stdout)
-	for _, c := range []string{"server", "lua", "eviction", "permissions", "clock", "ttl"} {
+	for _, c := range []string{"server", "lua", "eviction", "persistence", "permissions", "clock", "ttl"} {
 		require.True(t, strings.HasPrefix(d.status(c), "ok: "), "%s: %s", c, d.status(c))
 	}
 
@@ -64,6 +64,22 @@ func TestDoctor(t *testing.T) {
 	r = cliEnv(t, []string{"REDIS_URL=redis://" + srv.Addr() + "/0"}, "doctor", name, "-o", "json")
 	failsWith(t, 1, r)
 	require.Contains(t, doctorReport(t, r).status("eviction"), "warn: maxmemory-policy allkeys-lru")
+
+	// Snapshots without an append-only file: a restart brings back old
+	// windows. With AOF, all is well.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--save", "3600 1"}, `warn: snapshots only (save "3600 1", appendonly no)`},
+		{[]string{"--save", "3600 1", "--appendonly", "yes"}, "ok: appendonly yes"},
+	} {
+		srv, err := redistest.StartWrapped(ctx, nil, tc.args...)
+		require.NoError(t, err)
+		t.Cleanup(func() { srv.Close() })
+		r = cliEnv(t, []string{"REDIS_URL=redis://" + srv.Addr() + "/0"}, "doctor", name, "-o", "json")
+		require.Contains(t, doctorReport(t, r).status("persistence"), tc.want, tc.args)
+	}
 }
 
 // The TTL check reads every client's PER_CLIENT keys, not only this
