@@ -107,26 +107,7 @@ func TestPromotedReplicaKeepsTheLimit(t *testing.T) {
 	replica, err := redisproc.StartWrapped(ctx, nil)
 	require.NoError(t, err)
 	defer replica.Close()
-	host, port, _ := net.SplitHostPort(primary.Addr())
-	rep := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	defer rep.Close()
-	require.NoError(t, rep.ReplicaOf(ctx, host, port).Err())
-	require.Eventually(t, func() bool {
-		return strings.Contains(rep.Info(ctx, "replication").Val(), "master_link_status:up")
-	}, 10*time.Second, 20*time.Millisecond, "the replica never synced")
-
-	// The application's client dials whichever server is the master now,
-	// as a Sentinel client does after a failover.
-	var master atomic.Value
-	master.Store(primary.Addr())
-	rdb := redis.NewClient(&redis.Options{
-		Addr: primary.Addr(),
-		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, master.Load().(string))
-		},
-	})
-	defer rdb.Close()
+	rdb, rep, promote := failoverPair(t, ctx, primary, replica)
 	l := ratelimiter.NewClient(rdb).Limiter(redistest.Name(t))
 	require.NoError(t, l.SetRate(ctx, ratelimiter.Config{Rate: restartRate, Interval: restartInterval}))
 
@@ -138,9 +119,103 @@ func TestPromotedReplicaKeepsTheLimit(t *testing.T) {
 		require.Equal(t, 1, acked, "the replica did not acknowledge the first grants")
 		require.NoError(t, rep.ReplicaOf(ctx, "NO", "ONE").Err())
 	})
-	master.Store(replica.Addr())
-	require.NoError(t, primary.Close())
+	promote()
 	granted, errs := grantsUntil(t, ctx, l, start.Add(restartInterval))
 	t.Logf("%d granted and %d errors on the promoted replica before the window ended", granted, errs)
 	require.Zero(t, granted, "a replica promoted after 5 of 20 grants must not grant the other 15 again")
+}
+
+// TestFailoverToSkewedReplica: the replica holds every grant, but its
+// clock differs from the old master's. Ahead by 2 s of a 4 s interval,
+// it sees the burst's records expire 2 s early: without the fill, the
+// whole rate again within the window. Behind, the records look younger:
+// the limit holds on its own, and the test reports how long the limiter
+// refused after the window (up to the step, plus the fill's interval).
+func TestFailoverToSkewedReplica(t *testing.T) {
+	for _, skew := range []time.Duration{2 * time.Second, -2 * time.Second} {
+		t.Run(skew.String(), func(t *testing.T) {
+			redistest.Need(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			shift := redistest.NewClockShift(t, skew)
+			primary, err := redisproc.StartWrapped(ctx, nil)
+			require.NoError(t, err)
+			defer primary.Close()
+			replica, err := redisproc.StartWrapped(ctx, shift.Wrapper())
+			require.NoError(t, err)
+			defer replica.Close()
+			rdb, rep, promote := failoverPair(t, ctx, primary, replica)
+			l := ratelimiter.NewClient(rdb).Limiter(redistest.Name(t))
+			require.NoError(t, l.SetRate(ctx, ratelimiter.Config{Rate: restartRate, Interval: restartInterval}))
+
+			start := burst(t, ctx, l, func() {})
+			acked, err := rdb.Do(ctx, "WAIT", 1, 2000).Int()
+			require.NoError(t, err)
+			require.Equal(t, 1, acked, "the replica did not acknowledge the grants")
+			require.NoError(t, rep.ReplicaOf(ctx, "NO", "ONE").Err())
+			promote()
+			granted, errs := grantsUntil(t, ctx, l, start.Add(restartInterval))
+			t.Logf("skew %v: %d granted and %d errors on the promoted replica before the window ended", skew, granted, errs)
+			require.Zero(t, granted, "a replica whose clock differs must not grant the window's permits again")
+			require.Eventually(t, func() bool {
+				ok, err := l.TryAcquire(ctx, 1)
+				return err == nil && ok
+			}, 3*restartInterval, 20*time.Millisecond)
+			t.Logf("skew %v: first grant %v after the window ended", skew, time.Since(start.Add(restartInterval)).Round(10*time.Millisecond))
+		})
+	}
+}
+
+// TestClockStepAhead: the master's clock steps 3 s ahead (an NTP step)
+// while a window of 6 s is full. Its records then expire 3 s early; the
+// Client, which reads the server's clock once a second while it grants,
+// sees the step and fills the window before they do.
+func TestClockStepAhead(t *testing.T) {
+	redistest.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shift := redistest.NewClockShift(t, 0)
+	srv, err := redisproc.StartWrapped(ctx, shift.Wrapper())
+	require.NoError(t, err)
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	const interval = 6 * time.Second
+	l := ratelimiter.NewClient(rdb).Limiter(redistest.Name(t))
+	require.NoError(t, l.SetRate(ctx, ratelimiter.Config{Rate: restartRate, Interval: interval}))
+
+	start := burst(t, ctx, l, func() {})
+	shift.Set(t, 3*time.Second)
+	granted, errs := grantsUntil(t, ctx, l, start.Add(interval))
+	t.Logf("%d granted and %d errors after a 3 s step before the window ended", granted, errs)
+	require.Zero(t, granted, "a step ahead must not grant the window's permits again")
+}
+
+// failoverPair makes replica a replica of primary and returns a client
+// that dials whichever is the master, the replica's client, and the
+// switch to the replica (the old master is then stopped), as a Sentinel
+// client follows a failover.
+func failoverPair(t *testing.T, ctx context.Context, primary, replica *redisproc.Server) (*redis.Client, *redis.Client, func()) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	rep := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	t.Cleanup(func() { _ = rep.Close() })
+	require.NoError(t, rep.ReplicaOf(ctx, host, port).Err())
+	require.Eventually(t, func() bool {
+		return strings.Contains(rep.Info(ctx, "replication").Val(), "master_link_status:up")
+	}, 10*time.Second, 20*time.Millisecond, "the replica never synced")
+	var master atomic.Value
+	master.Store(primary.Addr())
+	rdb := redis.NewClient(&redis.Options{
+		Addr: primary.Addr(),
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, master.Load().(string))
+		},
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb, rep, func() {
+		master.Store(replica.Addr())
+		require.NoError(t, primary.Close())
+	}
 }

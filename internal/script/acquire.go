@@ -62,13 +62,18 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		args = append(args, n)
 	}
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.Stamp(), newPrefix(c.format, c.tag)
+		args[0], args[1] = c.acquireStamp(ctx), newPrefix(c.format, c.tag)
 		if form == formSingle {
 			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
 		}
 		start, sentAt := time.Now(), c.clock()
 		reply, err := eval(ctx, args...)
 		b := engine.Reply{RoundTrip: time.Since(start), SentAt: sentAt}
+		if errors.Is(err, errClockStepped) {
+			// Nothing was written: fill the window, then ask again.
+			c.clockStepped()
+			continue
+		}
 		var ackErr *ackError
 		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
 			b.Err = err

@@ -43,6 +43,7 @@ type Conn struct {
 	evict       evictionState // the server's eviction policy (eviction.go)
 	perClient   perClientSet  // limiters found PER_CLIENT (stamp.go)
 	restart     restarts      // servers seen, restarts and fills (restart.go)
+	watch       clockWatch    // the server's clock, for steps (clockstep.go)
 }
 
 // New returns a Conn on rdb (which may be nil: every call then fails in

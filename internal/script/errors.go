@@ -48,6 +48,8 @@ func MapError(err error) error {
 		return ErrPermitsExceedRate
 	case "RLSTATE":
 		return fmt.Errorf("%w: %s", ErrCorruptState, text)
+	case "RLSTEP":
+		return fmt.Errorf("%w: %s", errClockStepped, text)
 	case "WRONGTYPE":
 		return fmt.Errorf("%w: %s", ErrCorruptState, msg)
 	}

@@ -77,6 +77,18 @@ func (r *restarts) observe(addr string, s serverSeen, baseline bool) bool {
 	return true
 }
 
+// stepped records an event on addr for a clock step (clockstep.go). No
+// two Clients see a step at the same moment: the seed is the Client's
+// own, and each one's fill holds the rate.
+func (r *restarts) stepped(addr string, seed uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen, r.events = map[string]serverSeen{}, map[string]restartEvent{}
+	}
+	r.record(addr, seed)
+}
+
 // record notes an event on addr now; the caller holds r.mu.
 func (r *restarts) record(addr string, seed uint64) {
 	r.events[addr] = restartEvent{at: time.Now(), gen: r.gen.Add(1), seed: seed}
@@ -175,7 +187,9 @@ func (c *Conn) noticeNoScript(ctx context.Context, key string) {
 	if err != nil {
 		return
 	}
-	c.restart.observe(addr, parseServer(info), baseline)
+	if c.restart.observe(addr, parseServer(info), baseline) {
+		c.watch.last.Store(nil) // another server: its clock is read anew (clockstep.go)
+	}
 }
 
 // fillDue runs lua/fill.lua for each limiter (K1..K5) whose server had an

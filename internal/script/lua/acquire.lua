@@ -1,7 +1,8 @@
 -- tryAcquire for one request or a batch of them, decided in order at one
 -- clock reading, as if they had come one after another.
 --
--- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()); the
+-- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()), or
+-- '~' and the most the server's clock may read (a step, below); the
 -- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes, which this script appends: the sum of the permits granted);
@@ -99,13 +100,23 @@ end
 if single and ARGV[4] + 0 > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
--- mirrors lib.lua: clock()
+-- mirrors lib.lua: clock(), and takes '~' and a bound in ms for the
+-- server's clock that it must not pass: past it, the clock stepped ahead
+-- since Go last read it (clockstep.go), and the reply is the error
+-- RLSTEP with nothing written (Go fills the window, then asks again).
 local stamp = ARGV[1]
+local clientClock, most = stamp ~= '', false
+if string.byte(stamp, 1) == 126 then
+  most, stamp, clientClock = string.sub(stamp, 2) + 0, '', false
+end
 if stamp == '' then
   local t = redis.call('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
 local now = stamp + 0
+if most and now > most then
+  return redis.error_reply('RLSTEP the server clock passed ' .. most .. ' ms: a step ahead')
+end
 local cutoff = string.format('%d', now - interval)
 
 -- mirrors lib.lua: the second half of settle()
@@ -238,7 +249,7 @@ end
 -- permits before those of calls that ran first. The server's clock is
 -- read when the script runs, so its stamp is never stale.
 -- acquire_all.lua mirrors this block.
-if (total > 0 or lost > 0) and ARGV[1] ~= '' then
+if (total > 0 or lost > 0) and clientClock then
   local last = redis.call('ZRANGE', permitsKey, '-1', '-1', 'WITHSCORES')
   if last[2] and last[2] - now > 0 and last[2] - now <= interval then
     stamp = last[2]

@@ -3,7 +3,8 @@
 -- at one clock reading, as acquire.lua decides them for one limiter.
 --
 -- KEYS: K1..K5 of docs/protocol.md for each part, part after part.
--- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()); the
+-- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()), or
+-- '~' and the most the server's clock may read (acquire.lua); the
 -- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes); the reply form; then the weight of each part (k integers,
@@ -70,13 +71,21 @@ local function sum(list, p)
 end
 
 local k = #KEYS / 5
--- mirrors lib.lua: clock()
+-- mirrors acquire.lua's clock block: '~' and a bound for the server's
+-- clock, past which the reply is RLSTEP with nothing written.
 local stamp = ARGV[1]
+local clientClock, most = stamp ~= '', false
+if string.byte(stamp, 1) == 126 then
+  most, stamp, clientClock = string.sub(stamp, 2) + 0, '', false
+end
 if stamp == '' then
   local t = redis.call('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
 local now = stamp + 0
+if most and now > most then
+  return redis.error_reply('RLSTEP the server clock passed ' .. most .. ' ms: a step ahead')
+end
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
 local w = {}
 for p = 1, k do
@@ -260,7 +269,7 @@ end
 local stamps = {}
 for p = 1, k do
   stamps[p] = stamp
-  if (total > 0 or (lost[p] and lost[p] > 0)) and ARGV[1] ~= '' then
+  if (total > 0 or (lost[p] and lost[p] > 0)) and clientClock then
     local last = redis.call('ZRANGE', pkey[p], '-1', '-1', 'WITHSCORES')
     if last[2] and last[2] - now > 0 and last[2] - now <= interval[p] then
       stamps[p] = last[2]

@@ -1,0 +1,119 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Clock steps (docs/operations.md, "Restarts, failovers and clock steps").
+// The scripts stamp and expire records by the server's clock: when it
+// steps ahead by d (an NTP step, a VM restored from a snapshot), every
+// record of the window expires d early and its permits are granted again.
+// No restart goes with it, so no NOSCRIPT tells. A Conn on a single
+// master therefore reads the server's TIME about once a second while it
+// acquires, and sends each acquire script the most the server's clock
+// may read by then: the last reading, plus how far this process's
+// monotonic clock moved since, plus clockStepMin and the reading's round
+// trip. A script whose clock is past it writes nothing and answers RLSTEP;
+// the Conn records an event (restart.go), fills the window for one
+// interval and asks again. A step back makes records look younger:
+// nothing is granted early, the limiter refuses until they expire by the
+// new clock (up to the interval and the step), and nothing is needed.
+
+// clockStepCheck is how often an acquiring Conn reads the server's clock.
+const clockStepCheck = time.Second
+
+// clockStepStale is how old a reading may be to bound a script's clock;
+// an older one is renewed before the call (one TIME round trip after a
+// quiet spell). Drift over it is well under clockStepMin: NTP slews at
+// most 500 ppm.
+const clockStepStale = 10 * time.Second
+
+// clockStepMin is the least forward step that is an event, beyond the
+// reading's round trip.
+const clockStepMin = 50 * time.Millisecond
+
+// clockStepRTT is the longest round trip whose reading is used.
+const clockStepRTT = 100 * time.Millisecond
+
+// errClockStepped is MapError's for the acquire scripts' RLSTEP.
+var errClockStepped = errors.New("ratelimiter: the server's clock stepped ahead")
+
+type clockWatch struct {
+	last    atomic.Pointer[clockRead]
+	next    atomic.Int64 // unix ns before which no background reading is due
+	running atomic.Bool
+}
+
+// clockRead is one reading of the server's clock.
+type clockRead struct {
+	server time.Time     // the server's TIME
+	local  time.Time     // this process's clock (monotonic) at the middle of the round trip
+	rtt    time.Duration // the round trip
+}
+
+// watched reports whether the Conn bounds the scripts' clock: on a
+// single master, with the server's clock. TIME on a Cluster or a Ring
+// may reach any node.
+func (c *Conn) watched() bool {
+	_, ok := c.rdb.(*redis.Client)
+	return ok && !c.clientClock
+}
+
+// acquireStamp is Stamp for the acquire scripts: on a watched Conn with a
+// fresh reading, "~" and the most the server's clock may read now. A
+// stale reading is renewed first, within ctx; a reading falling due is
+// renewed in the background.
+func (c *Conn) acquireStamp(ctx context.Context) any {
+	if !c.watched() {
+		return c.Stamp()
+	}
+	r := c.watch.last.Load()
+	now := time.Now()
+	if r == nil || now.Sub(r.local) > clockStepStale {
+		r = c.readClock(ctx)
+	} else if now.UnixNano() >= c.watch.next.Load() && c.watch.running.CompareAndSwap(false, true) {
+		c.watch.next.Store(now.UnixNano() + int64(clockStepCheck))
+		go func() {
+			defer c.watch.running.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), clockStepCheck)
+			defer cancel()
+			c.readClock(ctx)
+		}()
+	}
+	if r == nil {
+		return ""
+	}
+	most := r.server.Add(time.Since(r.local) + clockStepMin + r.rtt)
+	return "~" + strconv.FormatInt(most.UnixMilli(), 10)
+}
+
+// readClock reads the server's clock and keeps the reading when its
+// round trip is short enough to bound a step; it returns the reading
+// kept, or nil.
+func (c *Conn) readClock(ctx context.Context) *clockRead {
+	start := time.Now()
+	t, err := c.rdb.Time(ctx).Result()
+	rtt := time.Since(start)
+	if err != nil || rtt > clockStepRTT {
+		return nil
+	}
+	r := &clockRead{server: t, local: start.Add(rtt / 2), rtt: rtt}
+	c.watch.last.Store(r)
+	return r
+}
+
+// clockStepped records a step ahead that a script saw: an event for the
+// single master (each limiter's window is filled once), and the reading
+// is dropped, so that the next call reads the clock anew. No two Clients
+// see a step at the same moment: each one's fill has its own record.
+func (c *Conn) clockStepped() {
+	c.watch.last.Store(nil)
+	c.restart.stepped("", rand.Uint64())
+}
