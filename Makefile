@@ -177,7 +177,7 @@ deps: deps-redis deps-java deps-prometheus peer
 
 deps-redis:
 	@missing=""; \
-	for b in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools valgrind:valgrind; do \
+	for b in redis-server:redis-server redis-sentinel:redis-sentinel redis-cli:redis-tools valgrind:valgrind cc:gcc; do \
 	  command -v $${b%%:*} >/dev/null 2>&1 || missing="$$missing $${b##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
