@@ -30,12 +30,12 @@ func (c *Conn) Eval(ctx context.Context, s *redis.Script, limiter, keys []string
 // callers that must return earlier wait on it from another goroutine
 // (internal/engine).
 func (c *Conn) evalAcquire(ctx context.Context, k Keys, args ...any) (any, error) {
-	if err := c.permitted(ctx, k.All, "acquire", needAcquire); err != nil {
-		return nil, c.Result(err)
-	}
 	keys := k.Overall
 	if c.perClient.has(k.All[0]) {
 		keys = k.All
+	}
+	if err := c.permitted(ctx, keys, "acquire", needAcquire); err != nil {
+		return nil, c.Result(err)
 	}
 	v, err := c.runAcquire(ctx, keys, args)
 	if n, ok := v.(int64); ok && n == -2 && len(keys) == 3 {
