@@ -130,9 +130,9 @@ func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 // An acquire sends three keys while the Client takes the limiter for
 // OVERALL; a PER_CLIENT limiter answers that with nothing written, and the
-// Client sends all five from then on: one extra script call per
+// Client sends the PER_CLIENT keys from then on: one extra script call per
 // PER_CLIENT limiter, not per acquisition. A limiter whose mode another
-// writer changes keeps working both ways.
+// writer changes keeps working both ways, and the Client learns it again.
 func TestAcquireKeysFollowMode(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
@@ -170,12 +170,22 @@ func TestAcquireKeysFollowMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing written under the OVERALL keys")
 
-	// Another writer makes it OVERALL: five keys still decide it.
+	// Another writer makes it OVERALL: the PER_CLIENT keys are answered
+	// with nothing written, five keys decide it, then three.
 	require.NoError(t, admin.Limiter(name).SetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 2, Interval: time.Hour}))
+	start = calls.n.Load()
 	taken(true)
+	require.EqualValues(t, 2, calls.n.Load()-start, "the first OVERALL call: PER_CLIENT keys, then five")
 	taken(true)
 	taken(false)
+	require.EqualValues(t, 4, calls.n.Load()-start, "then one call each")
 	left, err := rdb.Get(ctx, l.Keys().Value).Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(0), left)
+	typ, err := rdb.HGet(ctx, l.Keys().Config, "type").Result()
+	require.NoError(t, err)
+	require.Equal(t, "0", typ, "the config hash is intact")
+	v, err = rdb.Get(ctx, l.Keys().ClientValue).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 0, v, "nothing written under the PER_CLIENT keys")
 }

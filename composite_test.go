@@ -525,3 +525,66 @@ func TestCompositeReplyGrants(t *testing.T) {
 		require.Equal(t, tc.want, ratelimiter.GrantedAny(v), "%v: %v", tc.ns, v)
 	}
 }
+
+// A composite sends each part's keys of the mode the Client takes it for
+// (OVERALL until told otherwise), the other mode's given as the part's
+// config key: a part of the other mode is answered with nothing written,
+// the call is sent again with all five keys of every part, and the Client
+// remembers the part's mode. A part whose mode another writer changes is
+// learnt again.
+func TestCompositeKeysFollowMode(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	var calls evalCounter
+	rdb.AddHook(&calls)
+	c := ratelimiter.NewClient(rdb, ratelimiter.WithLocalRefusals(false))
+	admin := ratelimiter.NewClient(newRedis(t))
+	name := uniqueName(t)
+	a, b := name+":overall", name+":perclient"
+	_, err := admin.Limiter(a).TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Hour})
+	require.NoError(t, err)
+	_, err = admin.Limiter(b).TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.PerClient, Rate: 10, Interval: time.Hour})
+	require.NoError(t, err)
+	// The Client's first call also checks its permissions (a script), and
+	// the first run of a script on the server may be sent twice (EVALSHA,
+	// then EVAL): make them on another composite before counting.
+	_, err = admin.Limiter(name+":warm").TrySetRate(ctx, ratelimiter.Config{Rate: 1, Interval: time.Hour})
+	require.NoError(t, err)
+	_, err = c.All(name+":warm").TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	all := c.All(a, b)
+	taken := func() {
+		t.Helper()
+		ok, err := all.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	start := calls.n.Load()
+	taken()
+	require.EqualValues(t, 2, calls.n.Load()-start, "the first call: OVERALL keys for both parts, then five each")
+	taken()
+	require.EqualValues(t, 3, calls.n.Load()-start, "then one call each")
+	kb := c.Limiter(b).Keys()
+	v, err := rdb.Get(ctx, kb.ClientValue).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 8, v)
+	n, err := rdb.Exists(ctx, kb.Value, kb.Permits).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing written under the PER_CLIENT part's OVERALL keys")
+
+	require.NoError(t, admin.Limiter(b).SetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 5, Interval: time.Hour}))
+	start = calls.n.Load()
+	taken()
+	require.EqualValues(t, 2, calls.n.Load()-start, "after the change: PER_CLIENT keys for the part, then five each")
+	taken()
+	require.EqualValues(t, 3, calls.n.Load()-start, "then one call each")
+	v, err = rdb.Get(ctx, kb.Value).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+	typ, err := rdb.HGet(ctx, kb.Config, "type").Result()
+	require.NoError(t, err)
+	require.Equal(t, "0", typ, "the config hash is intact")
+	v, err = rdb.Get(ctx, c.Limiter(a).Keys().Value).Int64()
+	require.NoError(t, err)
+	require.EqualValues(t, 6, v)
+}

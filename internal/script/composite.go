@@ -72,20 +72,69 @@ func (c *Conn) ReleaseAll(ctx context.Context, p *Parts, n int64) error {
 // the same round trip on a Conn with replica acknowledgements. The parts'
 // weights go after the reply form (ARGV[4] on).
 func (c *Conn) evalAll(ctx context.Context, p *Parts, args ...any) (any, error) {
-	if err := c.permitted(ctx, p.Keys[:5], "acquire", needAcquireAll); err != nil {
+	keys := c.modeKeys(p)
+	if err := c.permitted(ctx, keys[:5], "acquire", needAcquireAll); err != nil {
 		return nil, c.Result(err)
 	}
 	full := make([]any, 0, len(args)+len(p.Weights))
 	full = append(append(append(full, args[:3]...), p.Weights...), args[3:]...)
-	var v any
-	var err error
 	s := c.acquireScript(ctx, scriptAcquireAll, scriptAcquireAllEvicts)
-	if c.ack.replicas > 0 {
-		v, err = c.evalAck(ctx, s, p.Keys, parts(p.Keys), full...)
-	} else {
-		v, err = c.runGranting(ctx, s, p.Keys, full, parts(p.Keys))
+	run := func(keys []string) (any, error) {
+		if c.ack.replicas > 0 {
+			return c.evalAck(ctx, s, keys, parts(p.Keys), full...)
+		}
+		return c.runGranting(ctx, s, keys, full, parts(p.Keys))
+	}
+	v, err := run(keys)
+	if n := modeMismatch(err, len(p.On)); n > 0 {
+		// Part n is of the other mode: nothing was written. Remember its
+		// mode for the next call, and send every part's five keys now.
+		config := p.Keys[(n-1)*5]
+		if keys[(n-1)*5+2] == config {
+			c.perClient.add(config)
+		} else {
+			c.perClient.remove(config)
+		}
+		v, err = run(p.Keys)
 	}
 	return v, c.partsError(p, err)
+}
+
+// modeKeys returns p.Keys with each part's keys of the mode the Conn takes
+// it for, the other mode's given as its K1: K1, K2, K1, K4, K1 for
+// OVERALL and K1, K1, K3, K1, K5 for PER_CLIENT (Keys). The acquire
+// script then declares only keys that exist.
+func (c *Conn) modeKeys(p *Parts) []string {
+	out := make([]string, len(p.Keys))
+	for i := 0; i+5 <= len(p.Keys); i += 5 {
+		k, o := p.Keys[i:i+5], out[i:i+5]
+		if c.perClient.has(k[0]) {
+			o[0], o[1], o[2], o[3], o[4] = k[0], k[0], k[2], k[0], k[4]
+		} else {
+			o[0], o[1], o[2], o[3], o[4] = k[0], k[1], k[0], k[3], k[0]
+		}
+	}
+	return out
+}
+
+// modeMismatch returns the part (1-based, at most parts) that
+// lua/acquire_all.lua found of the other mode than the keys sent
+// ('RLMODE p'), or 0.
+func modeMismatch(err error, parts int) int {
+	var rerr redis.Error
+	if !errors.As(innerScriptError(err), &rerr) {
+		return 0
+	}
+	rest, ok := strings.CutPrefix(rerr.Error(), "RLMODE ")
+	if !ok {
+		return 0
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	n, perr := strconv.Atoi(num)
+	if perr != nil || n < 1 || n > parts {
+		return 0
+	}
+	return n
 }
 
 // partsError maps the script's errors, which carry the part after their

@@ -60,15 +60,43 @@ func New(rdb redis.UniversalClient, o Options) *Conn {
 func (c *Conn) Redis() redis.UniversalClient { return c.rdb }
 
 // Keys are one limiter's keys as the scripts take them.
+//
+// In a Redis Cluster slot being migrated, Redis runs a command, a script
+// call too, on the source node only while every key it declares is there:
+// with some missing it answers TRYAGAIN, with all missing ASK (to the
+// target). An acquire therefore declares the keys of one mode, Overall or
+// PerClient, not all five: the other mode's keys do not exist. The script
+// answers -2, having written nothing, when the limiter is of the other
+// mode (lua/acquire.lua).
 type Keys struct {
 	// All is K1..K5 in the scripts' order.
 	All []string
 	// Overall is K1, K2 and K4: what an OVERALL acquire needs.
 	Overall []string
+	// PerClient is K1..K5 with K2 and K4 given as K1: what a PER_CLIENT
+	// acquire needs.
+	PerClient []string
 }
 
 // KeysOf returns k as the scripts take them.
 func KeysOf(k wire.Keys) Keys {
 	all := k.All()
-	return Keys{All: all, Overall: []string{all[0], all[1], all[3]}}
+	return Keys{All: all, Overall: []string{all[0], all[1], all[3]},
+		PerClient: []string{all[0], all[0], all[2], all[0], all[4]}}
+}
+
+// probeKeys returns the keys lua/probe.lua declares for a call that
+// declares keys (K1..K5, or Overall's or PerClient's form): K1, then the
+// value and permits keys the call declares as K2 and K4, and K1 for K3
+// and K5, which the probe does not touch. The probe then runs where the
+// call runs during a slot migration (see Keys).
+func probeKeys(keys []string) []string {
+	if len(keys) == 3 {
+		return []string{keys[0], keys[1], keys[0], keys[2], keys[0]}
+	}
+	value, permits := keys[1], keys[3]
+	if value == keys[0] {
+		value, permits = keys[2], keys[4]
+	}
+	return []string{keys[0], value, keys[0], permits, keys[0]}
 }

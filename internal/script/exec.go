@@ -30,17 +30,22 @@ func (c *Conn) Eval(ctx context.Context, s *redis.Script, limiter, keys []string
 // callers that must return earlier wait on it from another goroutine
 // (internal/engine).
 func (c *Conn) evalAcquire(ctx context.Context, k Keys, args ...any) (any, error) {
-	if err := c.permitted(ctx, k.All, "acquire", needAcquire); err != nil {
-		return nil, c.Result(err)
-	}
 	keys := k.Overall
 	if c.perClient.has(k.All[0]) {
-		keys = k.All
+		keys = k.PerClient
+	}
+	if err := c.permitted(ctx, keys, "acquire", needAcquire); err != nil {
+		return nil, c.Result(err)
 	}
 	v, err := c.runAcquire(ctx, k, keys, args)
-	if n, ok := v.(int64); ok && n == -2 && len(keys) == 3 {
-		// PER_CLIENT: nothing was written; send all five keys from now on.
-		c.perClient.add(k.All[0])
+	if n, ok := v.(int64); ok && n == -2 {
+		// The limiter is of the other mode: nothing was written. Remember
+		// its mode for the next call, and send all five keys now.
+		if len(keys) == 3 {
+			c.perClient.add(k.All[0])
+		} else {
+			c.perClient.remove(k.All[0])
+		}
 		v, err = c.runAcquire(ctx, k, k.All, args)
 	}
 	return v, c.Result(err) // each caller's Decision names its own limiter

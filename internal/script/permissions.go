@@ -63,7 +63,8 @@ type permState struct {
 // permitted returns nil when the user may run every command of need, and
 // otherwise an error matching ErrPermissionDenied that names the missing
 // ones and op. The user's permissions are probed (lua/probe.lua, one
-// script call on keys) once per Client; after that the call costs an
+// script call on the value and permits keys among keys, probeKeys) once
+// per Client; after that the call costs an
 // atomic load while everything is allowed. The probe checks commands, not
 // key patterns: EVAL itself refuses a script whose keys the user may not
 // access, before it runs. On a cluster it runs on the node of keys only;
@@ -76,7 +77,7 @@ func (c *Conn) permitted(ctx context.Context, keys []string, op string, need []s
 	denied, at := c.perm.denied, c.perm.at
 	c.perm.mu.Unlock()
 	if at.IsZero() || time.Since(at) >= permRecheck {
-		names, err := scriptProbe.Run(ctx, c.rdb, keys).StringSlice()
+		names, err := scriptProbe.Run(ctx, c.rdb, probeKeys(keys)).StringSlice()
 		if err != nil {
 			return err // the caller's result maps it
 		}

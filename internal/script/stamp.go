@@ -37,8 +37,8 @@ func (c *Conn) OwnMark() ([]byte, int) { return wire.OwnMark(c.format, c.tag) }
 const maxPerClient = 4096
 
 // perClientSet remembers the limiters (by config key) that the acquire
-// script found PER_CLIENT, so that their calls send all five keys: the
-// others send three (lua/acquire.lua), which saves Redis work per call.
+// script found PER_CLIENT, so that their calls send the PER_CLIENT keys
+// (Keys.PerClient): the others send the OVERALL keys (lua/acquire.lua).
 // Every acquire reads it, so reads take no lock.
 type perClientSet struct {
 	m sync.Map // config key -> struct{}
@@ -57,3 +57,6 @@ func (s *perClientSet) add(key string) {
 	}
 	s.m.Store(key, struct{}{})
 }
+
+// remove forgets key: the acquire script found it OVERALL.
+func (s *perClientSet) remove(key string) { s.m.Delete(key) }

@@ -12,8 +12,11 @@
 -- (docs/protocol.md, "Combined records").
 --
 -- KEYS: K1..K5 of docs/protocol.md, or K1, K2 and K4 alone while Go
--- takes the limiter for OVERALL: then the reply is -2, with nothing
--- written, when it is PER_CLIENT (send all five).
+-- takes the limiter for OVERALL, or K1..K5 with K2 and K4 given as K1
+-- while Go takes it for PER_CLIENT: then the reply is -2, with nothing
+-- written, when it is of the other mode (send all five). A call declares
+-- only keys that exist: in a Cluster slot being migrated, Redis refuses
+-- a script whose keys are partly missing (TRYAGAIN).
 --
 -- Reply form '0' (exactly one request; the cheap hot path): one integer,
 -- the permits left (>= 0) on a grant, -1 when the record collided with an
@@ -73,6 +76,11 @@ elseif c[3] == '1' then
 end
 if c[3] ~= '0' and c[3] ~= '1' then
   return redis.error_reply('RLSTATE unknown type ' .. c[3])
+end
+if valueKey == KEYS[1] then
+  -- Five keys with K2 and K4 given as K1 (Go takes the limiter for
+  -- PER_CLIENT) and the limiter is OVERALL: nothing written, send all five.
+  return -2
 end
 local stored = redis.call('GET', valueKey)
 -- One match for every field (cheaper than one each): decimal integers

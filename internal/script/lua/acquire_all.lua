@@ -2,7 +2,11 @@
 -- its permits from every part or from none. Requests are decided in order
 -- at one clock reading, as acquire.lua decides them for one limiter.
 --
--- KEYS: K1..K5 of docs/protocol.md for each part, part after part.
+-- KEYS: K1..K5 of docs/protocol.md for each part, part after part; the
+-- keys of the mode Go does not take a part for may be given as its K1
+-- (a call declares only keys that exist: in a Cluster slot being
+-- migrated, Redis refuses a script whose keys are partly missing). A part
+-- of the other mode then fails 'RLMODE p', with nothing written.
 -- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()), or
 -- '~' and the most the server's clock may read (acquire.lua); the
 -- permit record in the client's member format (for
@@ -109,6 +113,9 @@ for p = 1, k do
     vkey[p], pkey[p] = KEYS[base + 3], KEYS[base + 5]
   else
     fail('RLSTATE', p, 'unknown type ' .. c[3])
+  end
+  if vkey[p] == KEYS[base + 1] then
+    fail('RLMODE', p, 'the keys sent are those of the other mode')
   end
   local stored = redis.call('GET', vkey[p])
   if not string.find((stored or '') .. c[1] .. c[2] .. (c[4] or ''), '^%-?%d+$') then
