@@ -61,8 +61,12 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 	for _, n := range ns {
 		args = append(args, n)
 	}
+	bounded := true // the clock argument bounds the server's clock (clockstep.go)
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.acquireStamp(ctx), newPrefix(c.format, c.tag)
+		args[0], args[1] = c.Stamp(), newPrefix(c.format, c.tag)
+		if bounded {
+			args[0] = c.acquireStamp(ctx)
+		}
 		if form == formSingle {
 			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
 		}
@@ -70,8 +74,10 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		reply, err := eval(ctx, args...)
 		b := engine.Reply{RoundTrip: time.Since(start), SentAt: sentAt}
 		if errors.Is(err, errClockStepped) {
-			// Nothing was written: fill the window, then ask again.
-			c.clockStepped()
+			// Nothing was written: look at the clock (a step is an
+			// event, and the window is filled), then ask again unbounded.
+			c.scriptStepped(ctx)
+			bounded = false
 			continue
 		}
 		var ackErr *ackError

@@ -20,9 +20,13 @@ import (
 // acquires, and sends each acquire script the most the server's clock
 // may read by then: the last reading, plus how far this process's
 // monotonic clock moved since, plus clockStepMin and the reading's round
-// trip. A script whose clock is past it writes nothing and answers RLSTEP;
-// the Conn records an event (restart.go), fills the window for one
-// interval and asks again. A step back makes records look younger:
+// trip. A script whose clock is past it writes nothing and answers RLSTEP.
+// The call may only have waited on its way (in a queue, a busy pool, a
+// slow network), so the Conn reads the clock again and compares the two
+// readings, each tied to its monotonic clock: a step ahead of more than
+// clockStepMin beyond their round trips is an event (restart.go), and the
+// window is filled for one interval. Either way the call is asked again
+// without a bound. A step back makes records look younger:
 // nothing is granted early, the limiter refuses until they expire by the
 // new clock (up to the interval and the step), and nothing is needed.
 
@@ -109,11 +113,27 @@ func (c *Conn) readClock(ctx context.Context) *clockRead {
 	return r
 }
 
-// clockStepped records a step ahead that a script saw: an event for the
-// single master (each limiter's window is filled once), and the reading
-// is dropped, so that the next call reads the clock anew. No two Clients
-// see a step at the same moment: each one's fill has its own record.
-func (c *Conn) clockStepped() {
-	c.watch.last.Store(nil)
-	c.restart.stepped("", rand.Uint64())
+// scriptStepped is called when a script answered RLSTEP: it reads the
+// server's clock again and records an event for the single master (each
+// limiter's window is then filled once) when that reading and the one the
+// bound came from show a step ahead. No two Clients see a step at the
+// same moment: each one's fill has its own record.
+func (c *Conn) scriptStepped(ctx context.Context) {
+	before := c.watch.last.Load()
+	start := time.Now()
+	t, err := c.rdb.Time(ctx).Result()
+	rtt := time.Since(start)
+	if err != nil || before == nil {
+		return
+	}
+	after := &clockRead{server: t, local: start.Add(rtt / 2), rtt: rtt}
+	step := after.server.Sub(before.server) - after.local.Sub(before.local)
+	if step > clockStepMin+(before.rtt+after.rtt)/2 {
+		c.restart.stepped("", rand.Uint64())
+	}
+	if rtt <= clockStepRTT {
+		c.watch.last.Store(after)
+	} else {
+		c.watch.last.Store(nil)
+	}
 }
