@@ -441,12 +441,13 @@ func (c *callerLog) releases() []releasePair {
 // windows (from each grant's Start, of interval less StampResolution),
 // the most permits certainly granted inside, less one for each release
 // that may have run inside while its TryAcquire may have run before (the
-// Release gives back the newest records, which may be those of grants
-// counted inside; a release whose TryAcquire ran inside took what it gave
-// back). Within a window the grants can exceed the rate only by the
-// permits given back inside: the records of grants inside stay for the
-// whole window (Go's are stamped when the script runs; Redisson's
-// earlier, so they may go sooner, but they were granted inside too). Not
+// Release takes the permits out of this Client's oldest records, which
+// may be those of grants counted inside; a release whose TryAcquire ran
+// inside took what it gave back). Within a window the grants can exceed
+// the rate only by the permits given back inside: the records of grants
+// inside stay for the whole window (Go's are stamped when the script
+// runs; Redisson's earlier, so they may go sooner, but they were granted
+// inside too). Not
 // seen here: a call abandoned at its deadline whose script granted gives
 // the permits back when its reply comes, which lifts a window that the
 // give-back ran in and the grant before.
