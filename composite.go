@@ -293,7 +293,7 @@ func (a *Composite) partErr(err error) error {
 // and state are checked before the first write). Each part gives back as
 // Limiter.Release does: up to its rate, taking the permits out of this
 // Client's own records first, then Redisson's, then other Go Clients',
-// newest first (among the 256 newest), so that they do not come back a
+// oldest first (among the 256 newest), so that they do not come back a
 // second time when those records expire. It is meant for permits this
 // composite took (the unused part of an estimate: take Weighted(1, 750),
 // use 300 tokens, Release Weighted(0, 450) with n = 1).

@@ -414,8 +414,8 @@ func TestLeaseAbandonedCallsDoNotOverlap(t *testing.T) {
 		}
 	}
 	require.Len(t, refused, 1, "one lease call")
-	// Returned, or Kept when Redis ran the acquire.lua call first: the
-	// release of its grant (release.lua, from the newest records) then
-	// shrank the lease's record, and the return by exact member misses it.
+	// Returned, or Kept when the release of the acquire.lua call's grant
+	// (release.lua, from this Client's oldest records) shrank the lease's
+	// record first: the return by exact member then misses it.
 	require.Equal(t, refused[0].Permits, refused[0].Returned+refused[0].Kept)
 }

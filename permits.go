@@ -11,14 +11,16 @@ import (
 // removing them), so that the permits are not given back a second time
 // when those records expire: a release never raises the budget of a later
 // window. It takes them out of this Client's own records first, then out
-// of Redisson's, newest first, and out of other Go Clients' only when
-// those hold too few (an operator's release from the CLI): a Client that
-// releases what it took never gives back permits another Client's callers
-// used. Release only what the caller took within its interval: when
-// another caller of the same Client was granted after the releaser, its
-// newer record gives the permits back, and a real-time window can then
-// hold more than the rate (docs/differences.md). It gives
-// back at most what the 256 newest records in the window hold. n = 0 does
+// of Redisson's, oldest first, and out of other Go Clients' only when
+// those hold too few (an operator's release from the CLI), never out of a
+// record granted after the released grant while that grant's record is in
+// the window: neither another Client's callers nor this Client's other
+// callers get back permits they used, and no real-time interval holds more
+// than the rate. Release only what the caller took within its interval: a
+// release after the grant's interval ended gives back permits that
+// already came back, out of newer records (docs/differences.md). It gives
+// back at most what this Client's records among the 256 newest records in
+// the window hold (then Redisson's, then other Go Clients'). n = 0 does
 // nothing and sends nothing.
 //
 // Java Redisson's release (3.52 and later) only raises the value and

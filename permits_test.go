@@ -126,35 +126,42 @@ func TestTTLRefresh(t *testing.T) {
 	}
 }
 
-// A Release takes its permits out of the releasing Client's own records
-// first, never out of another Go Client's: B takes 50 at 0 ms, A (another
-// Client) takes 50 at 505 ms, B releases its 50 unused at 611 ms. Taken
-// out of A's newer record (the newest record of any writer, v0.1.0's
-// rule), the 50 came back at 611 ms and B's record gave 50 more at
-// 1000 ms, so 150 were granted within [505 ms, 1505 ms) of a 100/s
-// limiter. (Two callers of one Client still share that hazard:
-// docs/differences.md.)
+// A Release takes its permits out of the releasing Client's own records,
+// oldest first, never out of another Go Client's nor out of a record
+// granted after the releaser's: B takes 50 at 0 ms, A takes 50 at 505 ms,
+// B releases its 50 unused at 611 ms, and A asks for 50 at 611, 1000 and
+// 1504 ms, all within A's interval [505 ms, 1505 ms) of a 100/s limiter.
+// Taken out of A's newer record (the newest-first rule), the 50 came back
+// at 611 ms and B's record gave 50 more at 1000 ms: 150 granted within
+// the interval. A and B as two Clients, and as two callers of one Client (one
+// Limiter, whose records all carry the Client's tag).
 func TestReleaseNeverFreesNewerGrants(t *testing.T) {
-	ctx := context.Background()
-	b, rdb, clock := setup(t, ratelimiter.Config{Rate: 100, Interval: time.Second})
-	a := ratelimiter.NewClient(rdb, clock.option()).Limiter(b.Name())
-	take := func(l *ratelimiter.Limiter, n int64) bool {
-		ok, err := l.TryAcquire(ctx, n)
-		require.NoError(t, err)
-		return ok
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "two-clients", true: "one-client"}[shared], func(t *testing.T) {
+			ctx := context.Background()
+			b, rdb, clock := setup(t, ratelimiter.Config{Rate: 100, Interval: time.Second})
+			a := b
+			if !shared {
+				a = ratelimiter.NewClient(rdb, clock.option()).Limiter(b.Name())
+			}
+			take := func(l *ratelimiter.Limiter, n int64) bool {
+				ok, err := l.TryAcquire(ctx, n)
+				require.NoError(t, err)
+				return ok
+			}
+			require.True(t, take(b, 50))
+			clock.Advance(505 * time.Millisecond)
+			require.True(t, take(a, 50))
+			granted := int64(50)                  // A's, at 505 ms
+			clock.Advance(106 * time.Millisecond) // 611 ms
+			require.NoError(t, b.Release(ctx, 50))
+			for _, step := range []time.Duration{0, 389 * time.Millisecond, 504 * time.Millisecond} { // 611, 1000, 1504 ms
+				clock.Advance(step)
+				if take(a, 50) {
+					granted += 50
+				}
+			}
+			require.Equal(t, int64(100), granted, "granted within [505 ms, 1505 ms): A's 50 and B's unused 50, once")
+		})
 	}
-	require.True(t, take(b, 50))
-	clock.Advance(505 * time.Millisecond)
-	require.True(t, take(a, 50))
-	clock.Advance(106 * time.Millisecond) // 611 ms
-	require.NoError(t, b.Release(ctx, 50))
-	granted := int64(50) // A's, at 505 ms
-	if take(a, 50) {
-		granted += 50 // B's unused permits, granted again
-	}
-	clock.Advance(389 * time.Millisecond) // 1000 ms: B's record leaves the window
-	if take(a, 50) {
-		granted += 50
-	}
-	require.Equal(t, int64(100), granted, "granted within [505 ms, 1505 ms): A's 50 and B's unused 50, once")
 }

@@ -42,7 +42,7 @@ func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) e
 
 // GiveBack runs internal/script/lua/release.lua: n permits back, out of
 // this Client's own records first, then Redisson's, then other Go
-// Clients', newest first, never out of keep.
+// Clients', oldest first, never out of keep.
 func (t *limiterTarget) GiveBack(ctx context.Context, n int64, keep []byte) error {
 	mark, at := t.c.conn.OwnMark()
 	_, err := t.lim().eval(ctx, script.Release, t.sk.All, n, t.c.stamp(), mark, at, keep)

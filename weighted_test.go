@@ -203,7 +203,7 @@ func TestWeightedExceedsRateAgrees(t *testing.T) {
 }
 
 // TestWeightedRelease: Release gives back n × weight to each part of
-// nonzero weight from its newest records (so that they do not come back
+// nonzero weight from its oldest records (so that they do not come back
 // twice), nothing for records that already left the window, never above
 // the rate, and, when a part cannot be released, nothing to any part.
 func TestWeightedRelease(t *testing.T) {

@@ -109,7 +109,7 @@ func (l *Interceptor) weights(ctx context.Context, method string, msg any) []int
 // Release gives back to the limiters of key, at once, permits a call
 // took but did not use: weights[i] to rule i (0: that rule's limiter is
 // not touched), as ratelimiter.Composite.Release gives back, from the
-// newest records in each window, never past a rate; permits whose
+// oldest records in each window, never past a rate; permits whose
 // records already left their window are not given back (they came back
 // when the window moved). Call it once the handler knows what the call
 // used, with the key from FromContext. It fails with an error matching

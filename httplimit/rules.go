@@ -117,7 +117,7 @@ func (l *Middleware) weights(r *http.Request, n int64) []int64 {
 // Release gives back to the limiters of key, at once, permits a request
 // took but did not use: weights[i] to rule i (0: that rule's limiter is
 // not touched), as ratelimiter.Composite.Release gives back, from the
-// newest records in each window, never past a rate; permits whose
+// oldest records in each window, never past a rate; permits whose
 // records already left their window are not given back (they came back
 // when the window moved). Call it after the handler knows what the
 // request used, for example with the key from FromContext. It fails with

@@ -125,7 +125,8 @@ func libraryCalls(t *testing.T, rdb *redis.Client, name string, mode ratelimiter
 	ok, err := l.TryAcquire(ctx, 3)
 	step("TryAcquire 3", err)
 	require.True(t, ok)
-	step("Release part of a record", l.Release(ctx, 1))
+	// Oldest first: the last 1-permit record, then 1 of the 3 (ZADD).
+	step("Release part of a record", l.Release(ctx, 2))
 	// A client whose clock is past the interval releases expired records.
 	later := ratelimiter.NewClient(rdb, ratelimiter.WithClientID("c1"),
 		ratelimiter.WithClock(func() time.Time { return time.Now().Add(2 * time.Minute) }), ratelimiter.WithServerClock(false))

@@ -327,12 +327,14 @@ type seenRecord struct {
 }
 
 // recordLog keeps every permit record of one key ever seen. A record that
-// disappears at least margin ms before its interval ends was released (or
-// shrunk by a release, which rewrites it under a new member): it counts
-// with what is left of it. Expiry cannot remove a record sooner: Go's
-// scripts remove by Redis TIME, Redisson's by a JVM clock reading taken
-// before they run, and this process reads its own clock after the sample
-// (clocks.expiryMargin).
+// is gone from a sample read more than margin ms before its interval ends,
+// by Redis TIME read in the same transaction, was released (or shrunk by
+// a release, which rewrites it under a new member): it counts with what
+// is left of it. Expiry cannot remove a record sooner: Go's scripts remove
+// by Redis TIME, Redisson's by a JVM clock reading taken before they run
+// (clocks.expiryMargin). A release may remove a record in its last margin
+// ms (it takes the oldest records); such a record counts whole, as one
+// that expired.
 type recordLog struct {
 	key      string
 	interval time.Duration
@@ -359,13 +361,21 @@ func (w *recordLog) sample(ctx context.Context, rdb *redis.Client) {
 	}
 }
 
-// sampleOnce reads the key's records once.
+// sampleOnce reads the key's records once, with Redis TIME, in one
+// transaction.
 func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
-	zs, err := rdb.ZRangeWithScores(ctx, w.key, 0, -1).Result()
-	if err != nil {
+	var srv *redis.TimeCmd
+	var zc *redis.ZSliceCmd
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		srv = p.Time(ctx)
+		zc = p.ZRangeWithScores(ctx, w.key, 0, -1)
+		return nil
+	}); err != nil {
 		return err
 	}
 	now := time.Now()
+	srvMs := float64(srv.Val().UnixMicro()) / 1000
+	zs := zc.Val()
 	present := map[string]bool{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -384,7 +394,7 @@ func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
 	}
 	for id, r := range w.seen {
 		// Gone before its interval ended: released.
-		if !present[id] && r.permits > 0 && now.UnixMilli() < r.score+w.interval.Milliseconds()-w.margin {
+		if !present[id] && r.permits > 0 && srvMs < float64(r.score+w.interval.Milliseconds()-w.margin) {
 			r.permits = 0
 			w.seen[id] = r
 		}
@@ -392,12 +402,15 @@ func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
 	return nil
 }
 
-// expiryMargin is how much sooner than its interval's end (ms) a record
-// can be seen gone by expiry: Redisson removes by a JVM clock that may be
-// ahead of Redis's, and this process reads its clock after the sample,
-// which may be behind; 1 ms more for whole milliseconds.
+// expiryMargin is how much sooner than its interval's end (ms, by Redis
+// TIME) a record can be gone by expiry: Go's scripts remove a record when
+// Redis's clock reaches its end, Redisson's by a JVM clock that may be
+// ahead of Redis's. It is no more than the disorder bound of Go's records
+// on a limiter Redisson writes too (scoreRecs), so a release's removal of
+// a record in that span, counted whole, stays within a window's first D
+// ms, which the check by scores sets aside.
 func (c clocks) expiryMargin() int64 {
-	return c.jvmAheadMs() + ceilMs(max(0, -c.test+c.testUnc)) + 1
+	return c.jvmAheadMs()
 }
 
 // callerLog is what the Go callers of one limiter were granted, and the
@@ -428,12 +441,13 @@ func (c *callerLog) releases() []releasePair {
 // windows (from each grant's Start, of interval less StampResolution),
 // the most permits certainly granted inside, less one for each release
 // that may have run inside while its TryAcquire may have run before (the
-// Release gives back the newest records, which may be those of grants
-// counted inside; a release whose TryAcquire ran inside took what it gave
-// back). Within a window the grants can exceed the rate only by the
-// permits given back inside: the records of grants inside stay for the
-// whole window (Go's are stamped when the script runs; Redisson's
-// earlier, so they may go sooner, but they were granted inside too). Not
+// Release takes the permits out of this Client's oldest records, which
+// may be those of grants counted inside; a release whose TryAcquire ran
+// inside took what it gave back). Within a window the grants can exceed
+// the rate only by the permits given back inside: the records of grants
+// inside stay for the whole window (Go's are stamped when the script
+// runs; Redisson's earlier, so they may go sooner, but they were granted
+// inside too). Not
 // seen here: a call abandoned at its deadline whose script granted gives
 // the permits back when its reply comes, which lifts a window that the
 // give-back ran in and the grant before.

@@ -4,24 +4,30 @@
 -- they are not counted again when those records expire: a release never
 -- raises the budget of a later window. It takes them first out of the
 -- releasing Client's own records (those whose bytes at `at` are `mark`,
--- the Client's tag: wire.OwnMark), newest first, then out of records no Go
--- Client wrote (Redisson's), newest first, and only when those hold too
--- few, out of other Go Clients' records (an operator's release from the
--- CLI, a release in another process than the grant), which may shrink
--- another Client's live lease; never out of `keep` (this Client's live
--- lease). An empty mark (a format without a tag) makes every record the
--- Client's own. Newest first keeps the window's records,
--- by their scores, within the rate: the released permits leave the newest
--- records, which every later window that holds the new grants also holds.
--- A release of permits granted before another caller of the same Client
--- was granted takes them out of that caller's newer record, which gives
--- them back up to its own stamp too soon in real time (docs/
--- differences.md). value is the settled value (settle). At most
--- RELEASE_WALK of the window's newest records are looked at, so less than
--- asked may come back; records that have left the window hold nothing to
--- give back (their permits came back when they expired). Stores the value
--- and returns the permits given back. The single home of the rule:
--- scripts.go prepends this file (after lib.lua) to release.lua and
+-- the Client's tag: wire.OwnMark), oldest first, then out of records no
+-- Go Client wrote (Redisson's), oldest first, and only when those hold
+-- too few, out of other Go Clients' records, oldest first (an operator's
+-- release from the CLI, a release in another process than the grant),
+-- which may shrink another Client's live lease; never out of `keep` (this
+-- Client's live lease). An empty mark (a format without a tag) makes
+-- every record the Client's own. Oldest first, because a record stamped
+-- no later than the released grant gives its permits back early without
+-- letting any real-time interval hold more than the rate: every interval
+-- that holds that record's grant and a grant made after the release also
+-- holds the released grant, whose permits went unused. A newer record
+-- (another caller's, of this Client or another, granted after the
+-- releaser) would give back permits that its caller used, and an
+-- interval would then hold them twice. While the released grant's record
+-- is in the window and holds the permits released, the oldest of the
+-- releaser's own records are stamped no later than it; a release of
+-- permits whose interval already ended (they came back when their record
+-- expired) takes from records granted after, which it should not have
+-- asked. value is the settled value (settle). At most RELEASE_WALK of the
+-- window's newest records are looked at, oldest of them first, so less
+-- than asked may come back; records that have left the window hold
+-- nothing to give back (their permits came back when they expired). Stores
+-- the value and returns the permits given back. The single home of the
+-- rule: scripts.go prepends this file (after lib.lua) to release.lua and
 -- release_all.lua.
 local RELEASE_WALK = 256
 
@@ -50,7 +56,7 @@ local function giveBack(valueKey, permitsKey, now, interval, rate, value, want, 
     local recs = read('ZREVRANGEBYSCORE', permitsKey, '+inf', string.format('(%d', now - interval),
       'WITHSCORES', 'LIMIT', 0, RELEASE_WALK)
     for pass = 1, 3 do
-      for i = 1, #recs, 2 do
+      for i = #recs - 1, 1, -2 do -- oldest first
         local m, score = recs[i], recs[i + 1]
         local held = 0
         if m and owner(m, mark, at, keep) == pass then
