@@ -50,7 +50,9 @@ var (
 	// not roll a script back, so such a call would have left the limiter
 	// half-written. An ACL refusal that still reaches a script (the ACL
 	// changed after the check) matches this error too, and errors.As finds
-	// the redis.Error.
+	// the redis.Error; on Redis 7.0 and later and Valkey the script then
+	// refused before its first write, having written nothing (on Redis 6.2
+	// see docs/operations.md, "Least-privilege ACL").
 	ErrPermissionDenied = script.ErrPermissionDenied
 
 	// ErrReplicaAck is matched (errors.Is) by the error of an acquisition

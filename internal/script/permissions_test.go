@@ -34,8 +34,9 @@ func TestPermissionNeedsMatchScripts(t *testing.T) {
 		need  []string
 		first []string // called only as the first write or before any write
 	}{
-		// TIME (the server's clock) is read before any write.
-		{"acquire.lua", luaAcquire, needAcquire, []string{"time"}},
+		// TIME (the server's clock) is read before any write; acquire.lua's
+		// ZREM only takes its record back when DECRBY was refused.
+		{"acquire.lua", luaAcquire, needAcquire, []string{"time", "zrem"}},
 		{"acquire_all.lua", luaAcquireAll, needAcquireAll, []string{"time"}},
 		{"available.lua", luaLib + luaAvailable, needSettle, []string{"time"}},
 		{"release.lua", luaLib + luaGiveBack + luaRelease, needRelease, []string{"time"}},

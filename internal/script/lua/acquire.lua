@@ -264,6 +264,54 @@ if (total > 0 or lost > 0) and clientClock then
   end
 end
 
+-- The config's TTL, read before the first write (nothing below writes
+-- KEYS[1] without keep-alive).
+local ttl = 0
+if keep == 0 then
+  ttl = redis.call('PTTL', KEYS[1])
+end
+
+-- Redis does not roll a script back: a command the ACL refuses after the
+-- first write would leave that write alone (an ACL changed since the
+-- Client's probe, permissions.go). On the plain path (a grant's record
+-- and DECRBY, nothing else written: most calls) a refused DECRBY takes the
+-- record back (below), which costs nothing while it is allowed. On every
+-- other path each command run after the first write is checked here
+-- first, on its key, with redis.acl_check_cmd (Redis 7.0 and later,
+-- Valkey; Redis 6.2 lacks it and relies on the probe: docs/operations.md).
+-- w: a write runs before the next one. The second ZADD (lost permits)
+-- needs no check: the first, on the same key, ran.
+local plain = #old == 0 and not changed and lost == 0 and keep == 0 and ttl <= 0
+local acl = not plain and redis.acl_check_cmd
+if acl then
+  local w, deny = total > 0 or lost > 0, nil
+  if #old > 0 then
+    if w and not acl('ZREMRANGEBYRANK', permitsKey) then
+      deny = 'zremrangebyrank'
+    end
+    w = true
+  end
+  local vc = changed and 'SET' or (total > 0 and 'DECRBY')
+  if vc and not deny then
+    if w and not acl(vc, valueKey) then
+      deny = string.lower(vc)
+    end
+    w = true
+  end
+  if not deny and keep > 0 then
+    if (w and not acl('PEXPIRE', KEYS[1])) or not acl('PEXPIRE', valueKey) or not acl('PEXPIRE', permitsKey) then
+      deny = 'pexpire'
+    end
+  elseif not deny and ttl > 0 then
+    if (w and not acl('PEXPIRE', valueKey)) or not acl('PEXPIRE', permitsKey) then
+      deny = 'pexpire'
+    end
+  end
+  if deny then
+    return redis.error_reply("NOPERM this user has no permissions to run the '" .. deny .. "' command (checked before the script's first write: nothing was written)")
+  end
+end
+
 -- The first write: a collision leaves everything as it was.
 local member = ARGV[2]
 if not single then
@@ -288,6 +336,14 @@ if #old > 0 then
 end
 if changed then
   redis.call('SET', valueKey, value)
+elseif total > 0 and plain then
+  local r = redis.pcall('DECRBY', valueKey, single and ARGV[4] or total)
+  if type(r) == 'table' then
+    -- Refused (the ACL changed since the probe): the record goes, and the
+    -- call changed nothing, unless ZREM is refused too (docs/operations.md).
+    redis.pcall('ZREM', permitsKey, member)
+    return r
+  end
 elseif total > 0 then
   redis.call('DECRBY', valueKey, single and ARGV[4] or total)
 end
@@ -297,12 +353,9 @@ if keep > 0 then
   redis.call('PEXPIRE', KEYS[1], keep)
   redis.call('PEXPIRE', valueKey, keep)
   redis.call('PEXPIRE', permitsKey, keep)
-else
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', valueKey, ttl)
-    redis.call('PEXPIRE', permitsKey, ttl)
-  end
+elseif ttl > 0 then
+  redis.call('PEXPIRE', valueKey, ttl)
+  redis.call('PEXPIRE', permitsKey, ttl)
 end
 
 if single then

@@ -283,6 +283,65 @@ for p = 1, k do
     end
   end
 end
+-- Every read comes before the first write: each part's config TTL
+-- (nothing below writes a config without keep-alive) and, for the table
+-- reply, each part's oldest record in the window.
+local ttl = {}
+for p = 1, k do
+  ttl[p] = 0
+  if keep[p] == 0 then
+    ttl[p] = redis.call('PTTL', KEYS[(p - 1) * 5 + 1])
+  end
+  if not single then
+    record(p, 1)
+  end
+end
+
+-- As acquire.lua: every command run after the first write is checked
+-- here first, on its key (redis.acl_check_cmd, Redis 7.0 and later and
+-- Valkey), so that an ACL changed since the Client's probe refuses the
+-- call with nothing written.
+local acl = redis.acl_check_cmd
+if acl then
+  local w, deny = total > 0, nil
+  local function need(cmd, key)
+    if not deny and w and not acl(cmd, key, '0') then
+      deny = string.lower(cmd)
+    end
+    w = true
+  end
+  if total > 0 then
+    for p = 2, k do
+      need('ZADD', pkey[p])
+    end
+  end
+  for p = 1, k do
+    if lost[p] and lost[p] > 0 then
+      need('ZADD', pkey[p])
+    end
+    if nold[p] > 0 then
+      need('ZREMRANGEBYRANK', pkey[p])
+    end
+    if changed[p] then
+      need('SET', vkey[p])
+    elseif total > 0 then
+      need('DECRBY', vkey[p])
+    end
+    if keep[p] > 0 then
+      need('PEXPIRE', KEYS[(p - 1) * 5 + 1])
+      need('PEXPIRE', vkey[p])
+      need('PEXPIRE', pkey[p])
+    elseif ttl[p] > 0 then
+      need('PEXPIRE', vkey[p])
+      need('PEXPIRE', pkey[p])
+    end
+  end
+  if deny then
+    error({err = "NOPERM this user has no permissions to run the '" .. deny ..
+      "' command (checked before the script's first write: nothing was written)"})
+  end
+end
+
 if total > 0 then
   for p = 2, k do
     if redis.call('ZSCORE', pkey[p], members[p]) then
@@ -314,12 +373,9 @@ for p = 1, k do
     redis.call('PEXPIRE', KEYS[(p - 1) * 5 + 1], keep[p])
     redis.call('PEXPIRE', vkey[p], keep[p])
     redis.call('PEXPIRE', pkey[p], keep[p])
-  else
-    local ttl = redis.call('PTTL', KEYS[(p - 1) * 5 + 1])
-    if ttl > 0 then
-      redis.call('PEXPIRE', vkey[p], ttl)
-      redis.call('PEXPIRE', pkey[p], ttl)
-    end
+  elseif ttl[p] > 0 then
+    redis.call('PEXPIRE', vkey[p], ttl[p])
+    redis.call('PEXPIRE', pkey[p], ttl[p])
   end
 end
 

@@ -3,6 +3,7 @@
 -- stores the value when it changed.
 local now = clock(ARGV[1])
 local rate, interval, keep, valueKey, permitsKey = limiter()
+allow({'SET', valueKey, 'PTTL', KEYS[1], 'PTTL', valueKey, 'PEXPIRE', valueKey})
 local value, changed = settle(valueKey, permitsKey, now, interval, rate)
 if changed then
   redis.call('SET', valueKey, value)

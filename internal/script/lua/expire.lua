@@ -20,6 +20,23 @@ if cond and ARGV[1] ~= 'PERSIST' then
       (cond == 'GT' and ttl >= 0 and want > ttl) or (cond == 'LT' and (ttl == -1 or want < ttl)))
   end
 end
+-- Redis does not roll a script back: the command is checked on every key
+-- it will run on after the first (redis.acl_check_cmd: Redis 7.0 and
+-- later, Valkey), so that an ACL refusal leaves nothing changed (lib.lua,
+-- allow). Redis 6.2 lacks it: there the keys before a refused one keep
+-- the change.
+if redis.acl_check_cmd then
+  local w = false
+  for i = 1, #KEYS do
+    if not cond or ARGV[1] == 'PERSIST' or go[i] then
+      if w and not redis.acl_check_cmd(ARGV[1], KEYS[i], ARGV[2] or '0') then
+        return redis.error_reply("NOPERM this user has no permissions to run the '" .. string.lower(ARGV[1]) ..
+          "' command (checked before the script's first write: nothing was written)")
+      end
+      w = true
+    end
+  end
+end
 local changed = 0
 for i = 1, #KEYS do
   local r = 0

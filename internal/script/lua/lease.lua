@@ -43,6 +43,8 @@ if not stored then
   return {0, 0, rate, interval, 0, 0, 0}
 end
 
+allow(refreshing({'ZSCORE', permitsKey, 'ZREM', permitsKey, 'ZADD', permitsKey, 'SET', valueKey,
+  'ZRANGE', permitsKey}, valueKey, permitsKey, keep))
 local value, changed = settle(valueKey, permitsKey, now, interval, rate)
 local returned
 returned, value = returnRecord(permitsKey, now, interval, rate, value, ARGV[6], tonumber(ARGV[7]))

@@ -14,6 +14,8 @@ local rate, interval, keep, valueKey, permitsKey = limiter()
 if not read('GET', valueKey) then
   return 0
 end
+allow(refreshing({'ZSCORE', permitsKey, 'ZREM', permitsKey, 'ZADD', permitsKey, 'SET', valueKey},
+  valueKey, permitsKey, keep))
 local value, changed = settle(valueKey, permitsKey, now, interval, rate)
 local given
 given, value = returnRecord(permitsKey, now, interval, rate, value, ARGV[2], tonumber(ARGV[3]))

@@ -142,6 +142,40 @@ local function settle(valueKey, permitsKey, now, interval, rate)
   return value, changed
 end
 
+-- Redis does not roll a script back: a command the ACL refuses after a
+-- script's first write would leave that write alone (an ACL changed since
+-- the Client's probe, permissions.go). So each script, before its first
+-- write, calls allow with every command it may run after it and that
+-- command's key (a flat list: command, key, command, key, ...); with
+-- redis.acl_check_cmd (Redis 7.0 and later, Valkey), a command the user
+-- may not run refuses the call there with NOPERM, nothing written. Redis
+-- 6.2 lacks it and relies on the probe alone (docs/operations.md).
+local function allow(checks)
+  local acl = redis.acl_check_cmd
+  if not acl then
+    return
+  end
+  for i = 1, #checks, 2 do
+    if not acl(checks[i], checks[i + 1]) then
+      fail('NOPERM', "this user has no permissions to run the '" .. string.lower(checks[i]) ..
+        "' command (checked before the script's first write: nothing was written)")
+    end
+  end
+end
+
+-- Appends to checks, for allow, the commands refresh runs with these
+-- arguments (configKey: KEYS[1] when absent), and returns checks.
+local function refreshing(checks, valueKey, permitsKey, keep, configKey)
+  local first = 'PTTL'
+  if keep > 0 then
+    first = 'PEXPIRE'
+  end
+  for _, c in ipairs({first, configKey or KEYS[1], 'PEXPIRE', valueKey, 'PEXPIRE', permitsKey}) do
+    checks[#checks + 1] = c
+  end
+  return checks
+end
+
 -- With keep-alive every use extends all keys; without it the state keys
 -- follow whatever TTL the config hash (configKey, KEYS[1] when absent)
 -- has, so they never outlive it. acquire.lua mirrors this block.

@@ -5,6 +5,8 @@
 -- permits given back.
 local now = clock(ARGV[2])
 local rate, interval, keep, valueKey, permitsKey = limiter()
+allow(refreshing({'ZREVRANGEBYSCORE', permitsKey, 'ZSCORE', permitsKey, 'ZREM', permitsKey, 'ZADD', permitsKey,
+  'SET', valueKey}, valueKey, permitsKey, keep))
 local value = settle(valueKey, permitsKey, now, interval, rate)
 local given = giveBack(valueKey, permitsKey, now, interval, rate, value, tonumber(ARGV[1]),
   ARGV[3], tonumber(ARGV[4]), ARGV[5])

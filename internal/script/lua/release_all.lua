@@ -22,6 +22,11 @@ for p = 1, k do
       whole(stored, 'value', -MAX)
     end
     read('ZRANGEBYSCORE', permitsKey, '-inf', '+inf', 'LIMIT', 0, 1) -- WRONGTYPE before any write
+    -- Every part's commands, the later parts' reads too, before the first
+    -- write (lib.lua, allow).
+    allow(refreshing({'GET', valueKey, 'ZRANGEBYSCORE', permitsKey, 'ZREMRANGEBYRANK', permitsKey,
+      'ZREVRANGEBYSCORE', permitsKey, 'ZSCORE', permitsKey, 'ZREM', permitsKey, 'ZADD', permitsKey, 'SET', valueKey},
+      valueKey, permitsKey, keep, KEYS[(p - 1) * 5 + 1]))
     cfg[p] = {rate, interval, keep, valueKey, permitsKey}
   end)
   if not ok then

@@ -34,6 +34,23 @@ if keepState then
   end
 end
 
+-- The commands after the first write (HSET), on this path (lib.lua, allow).
+local checks = {}
+if keep > 0 then
+  checks = {'PEXPIRE', KEYS[1]}
+end
+if modeChanged then
+  for i = 2, 5 do
+    checks[#checks + 1], checks[#checks + 2] = 'DEL', KEYS[i]
+  end
+elseif not keepState then
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3], checks[#checks + 4] = 'DEL', valueKey, 'DEL', permitsKey
+else
+  checks[#checks + 1], checks[#checks + 2], checks[#checks + 3], checks[#checks + 4] = 'ZREMRANGEBYSCORE', permitsKey, 'SET', valueKey
+  refreshing(checks, valueKey, permitsKey, keep)
+end
+allow(checks)
+
 redis.call('HSET', KEYS[1], 'rate', rate, 'interval', interval, 'type', mode, 'keepAliveTime', keep)
 if keep > 0 then
   redis.call('PEXPIRE', KEYS[1], keep)

@@ -11,11 +11,28 @@ if ARGV[5] == '1' then
   local _ -- the clock is read before the first write
   _, stamp = clock(ARGV[6])
 end
+local keep = tonumber(ARGV[4])
+-- The commands after the first write (lib.lua, allow); the later HSETNX
+-- are the first one's command on its key.
+local checks = {}
+if keep > 0 then
+  checks = {'PEXPIRE', KEYS[1]}
+end
+if ARGV[5] == '1' then
+  local valueKey, permitsKey = KEYS[2], KEYS[4]
+  if ARGV[3] == '1' then
+    valueKey, permitsKey = KEYS[3], KEYS[5]
+  end
+  for _, c in ipairs({'EXISTS', valueKey, 'EXISTS', permitsKey, 'ZADD', permitsKey, 'SET', valueKey}) do
+    checks[#checks + 1] = c
+  end
+  refreshing(checks, valueKey, permitsKey, keep)
+end
+allow(checks)
 read('HSETNX', KEYS[1], 'rate', ARGV[1])
 redis.call('HSETNX', KEYS[1], 'interval', ARGV[2])
 redis.call('HSETNX', KEYS[1], 'keepAliveTime', ARGV[4])
 local set = redis.call('HSETNX', KEYS[1], 'type', ARGV[3])
-local keep = tonumber(ARGV[4])
 if set == 1 and keep > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
