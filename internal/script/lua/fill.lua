@@ -21,6 +21,7 @@ local stored = read('GET', valueKey)
 if stored then
   whole(stored, 'value', -MAX)
 end
+allow(refreshing({'DECRBY', valueKey}, valueKey, permitsKey, keep))
 -- The first write: everything that can refuse the call ran above.
 local member = ARGV[2] .. struct.pack('<I', math.min(rate, 4294967295))
 if redis.call('ZADD', permitsKey, 'NX', string.format('%d', now - since), member) == 0 then
