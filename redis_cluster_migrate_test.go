@@ -57,20 +57,7 @@ func TestClusterSlotMigration(t *testing.T) {
 		require.True(t, ok, k.name)
 	}
 
-	slot, err := c.KeySlot(ctx, overall.Keys().Config)
-	require.NoError(t, err)
-	src, err := c.MasterForSlot(ctx, slot)
-	require.NoError(t, err)
-	masters, err := c.Masters(ctx)
-	require.NoError(t, err)
-	var dst redistest.Node
-	for _, m := range masters {
-		if m.Addr != src.Addr {
-			dst = m
-			break
-		}
-	}
-	require.NotEmpty(t, dst.Addr)
+	slot, src, dst := slotAndTarget(ctx, t, c, overall.Keys().Config)
 	s, d := nodeRedis(t, src), nodeRedis(t, dst)
 	srcID, err := s.Do(ctx, "CLUSTER", "MYID").Text()
 	require.NoError(t, err)
@@ -206,6 +193,8 @@ func TestClusterSlotMigration(t *testing.T) {
 	phase("limiter keys moved, slot still migrating")
 	require.NoError(t, d.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
 	require.NoError(t, s.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
+	masters, err := c.Masters(ctx)
+	require.NoError(t, err)
 	for _, m := range masters {
 		require.NoError(t, nodeRedis(t, m).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err())
 	}

@@ -257,20 +257,7 @@ func TestCluster(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, ok)
 		}
-		slot, err := c.KeySlot(ctx, lim.Keys().Config)
-		require.NoError(t, err)
-		src, err := c.MasterForSlot(ctx, slot)
-		require.NoError(t, err)
-		masters, err := c.Masters(ctx)
-		require.NoError(t, err)
-		var dst redistest.Node
-		for _, m := range masters {
-			if m.Addr != src.Addr {
-				dst = m
-				break
-			}
-		}
-		require.NotEmpty(t, dst.Addr)
+		slot, src, dst := slotAndTarget(ctx, t, c, lim.Keys().Config)
 		migrateSlot(ctx, t, c, slot, src, dst)
 		owner, err := c.MasterForSlot(ctx, slot)
 		require.NoError(t, err)
@@ -422,6 +409,27 @@ func exerciseAllOperations(ctx context.Context, t *testing.T, rdb redis.Universa
 	require.False(t, updated, "UpdateRate needs an existing limiter")
 	_, err = lim.TryAcquire(ctx, 1)
 	require.ErrorIs(t, err, ratelimiter.ErrNotInitialized)
+}
+
+// slotAndTarget returns key's slot, the master that serves it and another
+// master to move it to.
+func slotAndTarget(ctx context.Context, t *testing.T, c *redistest.Cluster, key string) (int, redistest.Node, redistest.Node) {
+	t.Helper()
+	slot, err := c.KeySlot(ctx, key)
+	require.NoError(t, err)
+	src, err := c.MasterForSlot(ctx, slot)
+	require.NoError(t, err)
+	masters, err := c.Masters(ctx)
+	require.NoError(t, err)
+	var dst redistest.Node
+	for _, m := range masters {
+		if m.Addr != src.Addr {
+			dst = m
+			break
+		}
+	}
+	require.NotEmpty(t, dst.Addr)
+	return slot, src, dst
 }
 
 // migrateSlot moves slot from src to dst the way redis-cli --cluster
