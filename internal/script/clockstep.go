@@ -71,7 +71,8 @@ func (c *Conn) watched() bool {
 }
 
 // acquireStamp is Stamp for the acquire scripts: on a watched Conn with a
-// fresh reading, "~" and the most the server's clock may read now. A
+// fresh reading, the most the server's clock may read now, in ms, and a
+// '.'. A
 // stale reading is renewed first, within ctx; a reading falling due is
 // renewed in the background.
 func (c *Conn) acquireStamp(ctx context.Context) any {
@@ -94,8 +95,14 @@ func (c *Conn) acquireStamp(ctx context.Context) any {
 	if r == nil {
 		return ""
 	}
-	most := r.server.Add(time.Since(r.local) + clockStepMin + r.rtt)
-	return "~" + strconv.FormatInt(most.UnixMilli(), 10)
+	most := strconv.FormatInt(r.server.Add(time.Since(r.local)+clockStepMin+r.rtt).UnixMilli(), 10)
+	if len(most) != 13 {
+		return "" // before 2001 or after 2286: the scripts compare 13 digits
+	}
+	// The ms and a '.': the scripts tell it from a client's clock by its
+	// length alone, and compare it with their own reading as a string
+	// (lua/acquire.lua).
+	return most + "."
 }
 
 // readClock reads the server's clock and keeps the reading when its

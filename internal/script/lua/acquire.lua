@@ -2,7 +2,8 @@
 -- clock reading, as if they had come one after another.
 --
 -- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()), or
--- '~' and the most the server's clock may read (a step, below); the
+-- 13 digits and '.': the server's clock and the most it may read (a step,
+-- below); the
 -- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes, which this script appends: the sum of the permits granted);
@@ -108,22 +109,26 @@ end
 if single and ARGV[4] + 0 > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
--- mirrors lib.lua: clock(), and takes '~' and a bound in ms for the
--- server's clock that it must not pass: past it, the clock stepped ahead
+-- mirrors lib.lua: clock(), and takes 13 digits and a '.' for the
+-- server's clock and a bound in ms that it must not pass (compared as
+-- strings: the server's ms are 13 digits too until the year 2286, and a
+-- string compare costs less than a conversion): past it, the clock
+-- stepped ahead
 -- since Go last read it (clockstep.go), and the reply is the error
 -- RLSTEP with nothing written (Go fills the window, then asks again).
 local stamp = ARGV[1]
-local clientClock, most = stamp ~= '', false
-if string.byte(stamp, 1) == 126 then
-  most, stamp, clientClock = string.sub(stamp, 2) + 0, '', false
+local most = false
+if #stamp == 14 then
+  most, stamp = stamp, ''
 end
+local clientClock = stamp ~= ''
 if stamp == '' then
   local t = redis.call('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
 local now = stamp + 0
-if most and now > most then
-  return redis.error_reply('RLSTEP the server clock passed ' .. most .. ' ms: a step ahead')
+if most and stamp > most then
+  return redis.error_reply('RLSTEP the server clock read ' .. stamp .. ' ms, past ' .. most .. ': a step ahead')
 end
 local cutoff = string.format('%d', now - interval)
 
@@ -338,7 +343,9 @@ if changed then
   redis.call('SET', valueKey, value)
 elseif total > 0 and plain then
   local r = redis.pcall('DECRBY', valueKey, single and ARGV[4] or total)
-  if type(r) == 'table' then
+  if r ~= value then
+    -- (DECRBY's reply is value, as this script counted it, unless it was
+    -- refused: an error table. A comparison costs less than type().)
     -- Refused (the ACL changed since the probe): the record goes, and the
     -- call changed nothing, unless ZREM is refused too (docs/operations.md).
     redis.pcall('ZREM', permitsKey, member)

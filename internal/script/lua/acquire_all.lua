@@ -8,7 +8,7 @@
 -- migrated, Redis refuses a script whose keys are partly missing). A part
 -- of the other mode then fails 'RLMODE p', with nothing written.
 -- ARGV: now (ms), or '' for the server's clock (lib.lua, clock()), or
--- '~' and the most the server's clock may read (acquire.lua); the
+-- 13 digits and '.': the most the server's clock may read (acquire.lua); the
 -- permit record in the client's member format (for
 -- reply form '0', the whole record; otherwise the record without its last
 -- four bytes); the reply form; then the weight of each part (k integers,
@@ -75,20 +75,21 @@ local function sum(list, p)
 end
 
 local k = #KEYS / 5
--- mirrors acquire.lua's clock block: '~' and a bound for the server's
--- clock, past which the reply is RLSTEP with nothing written.
+-- mirrors acquire.lua's clock block: 13 digits and '.' are a bound for the
+-- server's clock, past which the reply is RLSTEP with nothing written.
 local stamp = ARGV[1]
-local clientClock, most = stamp ~= '', false
-if string.byte(stamp, 1) == 126 then
-  most, stamp, clientClock = string.sub(stamp, 2) + 0, '', false
+local most = false
+if #stamp == 14 then
+  most, stamp = stamp, ''
 end
+local clientClock = stamp ~= ''
 if stamp == '' then
   local t = redis.call('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
 local now = stamp + 0
-if most and now > most then
-  return redis.error_reply('RLSTEP the server clock passed ' .. most .. ' ms: a step ahead')
+if most and stamp > most then
+  return redis.error_reply('RLSTEP the server clock read ' .. stamp .. ' ms, past ' .. most .. ': a step ahead')
 end
 local single, strict = ARGV[3] == '0', ARGV[3] == '2'
 local w = {}
