@@ -73,6 +73,7 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		start, sentAt := time.Now(), c.clock()
 		reply, err := eval(ctx, args...)
 		b := engine.Reply{RoundTrip: time.Since(start), SentAt: sentAt}
+		c.watch.noteTrip(b.RoundTrip)
 		if errors.Is(err, errClockStepped) {
 			// Nothing was written: look at the clock (a step is an
 			// event, and the window is filled), then ask again unbounded.

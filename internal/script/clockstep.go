@@ -16,28 +16,31 @@ import (
 // steps ahead by d (an NTP step, a VM restored from a snapshot), every
 // record of the window expires d early and its permits are granted again.
 // No restart goes with it, so no NOSCRIPT tells. A Conn on a single
-// master therefore reads the server's TIME about once a second while it
+// master therefore reads the server's TIME every clockStepCheck while it
 // acquires, and sends each acquire script the most the server's clock
 // may read by then: the last reading, plus how far this process's
-// monotonic clock moved since, plus clockStepMin and the reading's round
-// trip. A script whose clock is past it writes nothing and answers RLSTEP.
-// The call may only have waited on its way (in a queue, a busy pool, a
-// slow network), so the Conn reads the clock again and compares the two
-// readings, each tied to its monotonic clock: a step ahead of more than
-// clockStepMin beyond their round trips is an event (restart.go), and the
-// window is filled for one interval. Either way the call is asked again
-// without a bound. A step back makes records look younger:
+// monotonic clock moved since, plus clockStepMin, the reading's round
+// trip and twice the slowest recent acquire round trip (a call may wait
+// that long before its script runs). A script whose clock is past it
+// writes nothing and answers RLSTEP. The call may still only have waited
+// on its way (a queue longer than any lately), so the Conn reads the
+// clock again and compares the two readings, each tied to its monotonic
+// clock: a step ahead of more than clockStepMin beyond their round trips
+// is an event (restart.go), and the window is filled for one interval;
+// otherwise the slowest round trip counted doubles, so that a loaded
+// server does not turn every call into two. Either way the call is asked
+// again without a bound. A step smaller than the slack goes unseen. A step back makes records look younger:
 // nothing is granted early, the limiter refuses until they expire by the
 // new clock (up to the interval and the step), and nothing is needed.
 
 // clockStepCheck is how often an acquiring Conn reads the server's clock.
-const clockStepCheck = time.Second
+const clockStepCheck = 10 * time.Second
 
 // clockStepStale is how old a reading may be to bound a script's clock;
 // an older one is renewed before the call (one TIME round trip after a
-// quiet spell). Drift over it is well under clockStepMin: NTP slews at
-// most 500 ppm.
-const clockStepStale = 10 * time.Second
+// quiet spell). The two clocks drift apart by under clockStepMin over it:
+// NTP slews each by at most 500 ppm, 15 ms in 30 s.
+const clockStepStale = 30 * time.Second
 
 // clockStepMin is the least forward step that is an event, beyond the
 // reading's round trip.
@@ -53,6 +56,20 @@ type clockWatch struct {
 	last    atomic.Pointer[clockRead]
 	next    atomic.Int64 // unix ns before which no background reading is due
 	running atomic.Bool
+	slow    atomic.Int64 // ns: the slowest recent acquire round trip, decaying (noteTrip)
+}
+
+// noteTrip counts an acquire call's round trip d: the slowest recent one
+// takes d at once when d is longer, else comes an eighth of the way down
+// to it, so that a spell of slow calls is forgotten over a few dozen fast
+// ones.
+func (w *clockWatch) noteTrip(d time.Duration) {
+	cur := w.slow.Load()
+	next := int64(d)
+	if next < cur {
+		next = cur - (cur-next)/8
+	}
+	w.slow.CompareAndSwap(cur, next) // a lost race loses one sample
 }
 
 // clockRead is one reading of the server's clock.
@@ -95,7 +112,8 @@ func (c *Conn) acquireStamp(ctx context.Context) any {
 	if r == nil {
 		return ""
 	}
-	most := strconv.FormatInt(r.server.Add(time.Since(r.local)+clockStepMin+r.rtt).UnixMilli(), 10)
+	slack := clockStepMin + r.rtt + 2*time.Duration(c.watch.slow.Load())
+	most := strconv.FormatInt(r.server.Add(time.Since(r.local)+slack).UnixMilli(), 10)
 	if len(most) != 13 {
 		return "" // before 2001 or after 2286: the scripts compare 13 digits
 	}
@@ -137,6 +155,9 @@ func (c *Conn) scriptStepped(ctx context.Context) {
 	step := after.server.Sub(before.server) - after.local.Sub(before.local)
 	if step > clockStepMin+(before.rtt+after.rtt)/2 {
 		c.restart.stepped("", rand.Uint64())
+	} else {
+		// The call waited longer on its way than any lately.
+		c.watch.slow.Store(max(2*c.watch.slow.Load(), int64(clockStepMin)))
 	}
 	if rtt <= clockStepRTT {
 		c.watch.last.Store(after)
