@@ -168,8 +168,9 @@ func TestFailoverToSkewedReplica(t *testing.T) {
 
 // TestClockStepAhead: the master's clock steps 3 s ahead (an NTP step)
 // while a window of 6 s is full. Its records then expire 3 s early; the
-// Client, which reads the server's clock once a second while it grants,
-// sees the step and fills the window before they do.
+// Client's next acquisition carries the most the server's clock may read
+// (from its reading at the burst), its script answers RLSTEP, and the
+// Client fills the window before they expire.
 func TestClockStepAhead(t *testing.T) {
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -49,7 +49,7 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
 // refused, with the RateLimit fields on. Each request is one script call
 // and nothing else: no pipeline reads the state for the headers. The
 // Client's background clock check is off: it would add a few calls; its
-// reading of the server's clock for steps (about one TIME a second) shows
+// reading of the server's clock for steps (one TIME every 10 s) shows
 // in the round trips and the time command's count.
 func TestRedisCommandsPerRequest(t *testing.T) {
 	rdb := newRedis(t)
