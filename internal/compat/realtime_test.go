@@ -344,7 +344,10 @@ func (w *recordLog) scoreRecs(clk clocks, mixed bool) ([]scoreRec, lagSpread, in
 	var recs []scoreRec
 	var lags []int64
 	for _, r := range w.seen {
-		sr := scoreRec{score: r.score, permits: r.permits, goMarked: r.goMarked, d: goD}
+		// d covers a record that may have been released in the last
+		// sample gap before its end (recordLog.sampleOnce): it sits at the
+		// start of the windows it could push over the rate.
+		sr := scoreRec{score: r.score, permits: r.permits, goMarked: r.goMarked, d: max(goD, r.gap)}
 		if !r.goMarked {
 			lag := float64(r.first.UnixMicro())/1000 - float64(r.score)
 			sr.d = int64(math.Ceil(lag+msf(clk.test.Abs()+clk.testUnc))) + clk.jvmAheadMs()

@@ -327,6 +327,12 @@ type seenRecord struct {
 	first    time.Time // when first seen: the reply of the sample that saw it
 	last     time.Time // when last seen
 	goMarked bool      // Go wrote it (wire.Member.GoMarked)
+	// lastSrv is Redis TIME (ms) of the last sample that saw it; gap, when
+	// it was gone from a sample too late to count as released but last
+	// seen before it could have expired, is how long (ms) the two samples
+	// were apart: a release or its expiry, no sample tells which.
+	lastSrv float64
+	gap     int64
 }
 
 // recordLog keeps every permit record of one key ever seen. A record that
@@ -402,13 +408,25 @@ func (w *recordLog) sampleOnce(ctx context.Context, rdb *redis.Client) error {
 			dm, err := wire.Decode([]byte(m))
 			r.goMarked = err == nil && dm.GoMarked()
 		}
-		r.score, r.permits, r.last = int64(z.Score), int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), now
+		r.score, r.permits, r.last, r.lastSrv = int64(z.Score), int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), now, srvMs
 		w.seen[id] = r
 	}
 	for id, r := range w.seen {
-		// Gone before its interval ended: released.
-		if !present[id] && r.permits > 0 && srvMs < float64(r.score+w.interval.Milliseconds()-w.margin) {
+		if present[id] || r.permits <= 0 || r.gap > 0 {
+			continue
+		}
+		end := float64(r.score + w.interval.Milliseconds() - w.margin)
+		switch {
+		case srvMs < end:
+			// Gone before its interval ended: released.
 			r.permits = 0
+			w.seen[id] = r
+		case r.lastSrv < end:
+			// Gone between a sample before its end and one after: it
+			// counts whole, and the windows it starts set it aside
+			// (scoreRecs, d). A release takes the oldest records, which
+			// are the ones about to expire (giveback.lua).
+			r.gap = int64(math.Ceil(srvMs - r.lastSrv))
 			w.seen[id] = r
 		}
 	}
