@@ -69,6 +69,7 @@ func grantsUntil(t *testing.T, ctx context.Context, l *ratelimiter.Limiter, end 
 }
 
 func TestRestartFromSnapshotKeepsTheLimit(t *testing.T) {
+	redistest.SkipIfShort(t, "a real-time restart run")
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -98,6 +99,7 @@ func TestRestartFromSnapshotKeepsTheLimit(t *testing.T) {
 }
 
 func TestPromotedReplicaKeepsTheLimit(t *testing.T) {
+	redistest.SkipIfShort(t, "a real-time failover run")
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -132,6 +134,7 @@ func TestPromotedReplicaKeepsTheLimit(t *testing.T) {
 // the limit holds on its own, and the test reports how long the limiter
 // refused after the window (up to the step, plus the fill's interval).
 func TestFailoverToSkewedReplica(t *testing.T) {
+	redistest.SkipIfShort(t, "real-time failover runs")
 	for _, skew := range []time.Duration{2 * time.Second, -2 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			redistest.Need(t)
@@ -172,6 +175,7 @@ func TestFailoverToSkewedReplica(t *testing.T) {
 // (from its reading at the burst), its script answers RLSTEP, and the
 // Client fills the window before they expire.
 func TestClockStepAhead(t *testing.T) {
+	redistest.SkipIfShort(t, "a real-time clock step run")
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
