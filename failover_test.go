@@ -356,16 +356,34 @@ func TestFailoverSentinelLaggingReplicas(t *testing.T) {
 	}
 }
 
+// redisLog is go-redis's logger for this package's tests, set once in
+// TestMain: redis.SetLogger writes a global that the background
+// goroutines of earlier tests' Clients (a clock check) may still read,
+// a data race, so tests switch where it writes instead.
+var redisLog = &switchLogger{def: stderrLogger{log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile)}}
+
+type switchLogger struct {
+	def stderrLogger
+	to  atomic.Pointer[countingLogger]
+}
+
+func (s *switchLogger) Printf(ctx context.Context, format string, v ...interface{}) {
+	if c := s.to.Load(); c != nil {
+		c.Printf(ctx, format, v...)
+		return
+	}
+	s.def.Printf(ctx, format, v...)
+}
+
 // quietRedisLog keeps go-redis from printing one line per failed dial to
 // the dead master (thousands during a failover): it prints the first few
-// to stderr, counts the rest, and puts back a logger like go-redis's
-// default afterwards. go-redis's logger is global; the failover tests do
-// not run in parallel with others.
+// to stderr, counts the rest, and writes as go-redis's default does
+// afterwards. The failover tests do not run in parallel with others.
 func quietRedisLog(t *testing.T) {
 	l := &countingLogger{}
-	redis.SetLogger(l)
+	redisLog.to.Store(l)
 	t.Cleanup(func() {
-		redis.SetLogger(stderrLogger{log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile)})
+		redisLog.to.Store(nil)
 		if n := l.n.Load(); n > 5 {
 			t.Logf("go-redis logged %d lines during the failover (first 5 on stderr)", n)
 		}

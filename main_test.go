@@ -21,7 +21,12 @@ import (
 // works on limiter names of its own.
 var redisAddr string
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &redisAddr, nil)) }
+func TestMain(m *testing.M) {
+	// Set once, before any Client's background goroutine can log:
+	// quietRedisLog swaps where it writes (failover_test.go).
+	redis.SetLogger(redisLog)
+	os.Exit(redistest.Main(m, &redisAddr, nil))
+}
 
 func newRedis(t testing.TB) *redis.Client { return redistest.Client(t, redisAddr) }
 
