@@ -300,3 +300,49 @@ func TestFakeClock(t *testing.T) {
 		t.Errorf("pending %v, want [32ms]", fmtTimes(got))
 	}
 }
+
+// sleepers returns how many NewTimer timers are pending: goroutines asleep
+// on the clock.
+func (c *fakeClock) sleepers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if t.ch != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// fireNext moves the clock to the earliest pending timer and fires that
+// one alone, unless none is pending by end (false; the clock moves to
+// end).
+func (c *fakeClock) fireNext(end time.Time) bool {
+	c.mu.Lock()
+	var next *fakeTimer
+	for _, t := range c.timers {
+		if !t.when.After(end) && (next == nil || t.when.Before(next.when) || t.when.Equal(next.when) && t.seq < next.seq) {
+			next = t
+		}
+	}
+	if next == nil {
+		if end.After(c.now) {
+			c.now = end
+		}
+		c.mu.Unlock()
+		return false
+	}
+	if next.when.After(c.now) {
+		c.now = next.when
+	}
+	next.unlink()
+	now := c.now
+	c.mu.Unlock()
+	if next.f != nil {
+		next.f()
+	} else {
+		next.ch <- now
+	}
+	return true
+}

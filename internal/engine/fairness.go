@@ -75,6 +75,7 @@ type fleet struct {
 	granted   tally
 	perWaiter bool // a census weighed per waiter (weigh)
 	censuses  int  // censuses ended, failed ones too (tests wait for them)
+	censusing int  // censuses started and not yet ended
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -197,6 +198,7 @@ func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	f.refusedAt = now
 	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
+		f.censusing++
 		go e.census(lim, l.key)
 	}
 	at, own := wake, false
@@ -267,6 +269,7 @@ func (e *Engine) census(lim Limiter, key string) {
 		return
 	}
 	f.censuses++
+	f.censusing--
 	if err != nil || iv <= 0 || len(zs) == 0 {
 		return
 	}

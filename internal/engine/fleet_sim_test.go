@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fleetSim is a fleet on one simulated window and one fake clock: Go
+// Clients (Engines with the defaults, each with its own lane) whose
+// callers each loop on Wait(1), and Redisson threads that retry on a
+// timer's ticks as Redisson 4.x does. The clock moves one timer at a time,
+// and only when every caller is parked (queued in a lane or asleep on a
+// timer) and no script call or census runs, so a run is the same every
+// time: what it counts (script calls, grants, when Redisson first got
+// a permit) has no noise, unlike a run against Redis on a loaded machine.
+// Script calls take no time here; on Redis they take a round trip.
+type fleetSim struct {
+	c       *fakeClock
+	w       *simWindow
+	es      []*Engine
+	lims    []*fakeLimiter
+	callers int
+	calls   atomic.Int64 // the Go Clients' script calls
+	goGrant atomic.Int64 // permits granted to Go callers
+	java    []*simThread
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// newFleetSim returns a fleet of clients Clients of per callers each on
+// a window of rate permits per interval; seed makes the spread's draws.
+func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint64) *fleetSim {
+	s := &fleetSim{c: newFakeClock(), callers: clients * per}
+	s.w = newSimWindow(s.c, rate, interval)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	var mu sync.Mutex
+	draw := func(bound time.Duration) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Duration(rng.Int64N(int64(bound)))
+	}
+	for range clients {
+		s.es = append(s.es, New(Options{MaxBatch: 128, Time: s.c, Draw: draw}))
+		lim := simLimiter("sim", s.w)
+		decide := lim.decide
+		lim.decide = func(form Form, ns []int64) Reply {
+			s.calls.Add(1)
+			return decide(form, ns)
+		}
+		lim.records = nil
+		s.lims = append(s.lims, lim)
+	}
+	return s
+}
+
+// startGo starts the Go callers.
+func (s *fleetSim) startGo() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for i := range s.callers {
+		e, lim := s.es[i%len(s.es)], s.lims[i%len(s.es)]
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for ctx.Err() == nil {
+				if o := e.Wait(ctx, lim, 1, time.Time{}, nil); o.Res.Granted {
+					s.goGrant.Add(1)
+				}
+			}
+		}()
+	}
+}
+
+// simThread is a Redisson 4.x thread in acquire(1), in a loop: refused, it
+// calls again at the first tick of its JVM's timer (every tick, from
+// phase) after the hint; granted, it calls again a millisecond later.
+type simThread struct {
+	s           *fleetSim
+	tick, phase time.Duration
+	first       time.Time // its first call
+	firstGrant  time.Time // zero: none yet
+	grants      int64
+}
+
+// startJava starts threads Redisson threads now, on a timer whose ticks
+// come every tick from phase (of the fake clock's start).
+func (s *fleetSim) startJava(threads int, tick, phase time.Duration) {
+	for range threads {
+		j := &simThread{s: s, tick: tick, phase: phase, first: s.c.Now()}
+		s.java = append(s.java, j)
+		j.call()
+	}
+}
+
+// call is one tryAcquire of the thread, on the clock's goroutine.
+func (j *simThread) call() {
+	now := j.s.c.Now()
+	if j.s.w.foreign(1) {
+		j.grants++
+		if j.firstGrant.IsZero() {
+			j.firstGrant = now
+		}
+		j.s.c.AfterFunc(time.Millisecond, j.call)
+		return
+	}
+	j.s.w.mu.Lock()
+	j.s.w.free(now)
+	at := now.Add(j.s.w.hint(now, 1))
+	j.s.w.mu.Unlock()
+	if j.tick > 0 {
+		k := (at.Sub(fakeStart) - j.phase + j.tick - 1) / j.tick
+		at = fakeStart.Add(j.phase + k*j.tick)
+	}
+	j.s.c.AfterFunc(at.Sub(now), j.call)
+}
+
+// quiet reports whether nothing moves until the clock does: every Go
+// caller is queued in its lane or asleep on a timer, and no script call or
+// census runs.
+func (s *fleetSim) quiet() bool {
+	parked := s.c.sleepers()
+	for _, e := range s.es {
+		e.lanes.mu.Lock()
+		for _, l := range e.lanes.m {
+			if l.busy || len(l.pending) > 0 || l.flying > 0 {
+				e.lanes.mu.Unlock()
+				return false
+			}
+			parked += len(l.waiting)
+		}
+		for _, f := range e.lanes.fleets {
+			if f.censusing > 0 {
+				e.lanes.mu.Unlock()
+				return false
+			}
+		}
+		e.lanes.mu.Unlock()
+	}
+	return parked == s.callers
+}
+
+// runFor moves the clock on by d, timer by timer, each when all is quiet.
+func (s *fleetSim) runFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	end := s.c.Now().Add(d)
+	for {
+		waitFor(t, "the fleet parked", s.quiet, func() string { return "at " + since(s.c.Now()).String() })
+		if !s.c.fireNext(end) {
+			return
+		}
+	}
+}
+
+// stop ends the Go callers.
+func (s *fleetSim) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// javaGrants returns the permits the Redisson threads got, and the
+// earliest first grant less the first call (-1: none granted).
+func (s *fleetSim) javaGrants() (n int64, join time.Duration) {
+	join = -1
+	for _, j := range s.java {
+		n += j.grants
+		if d := j.firstGrant.Sub(j.first); !j.firstGrant.IsZero() && (join < 0 || d < join) {
+			join = d
+		}
+	}
+	return n, join
+}
