@@ -25,6 +25,9 @@ type fakeClock struct {
 	now    time.Time
 	seq    int
 	timers []*fakeTimer // pending, unordered
+	// onTimer, when set, runs the AfterFunc functions that fireNext fires
+	// (for functions that may block on the clock).
+	onTimer func(f func())
 }
 
 // fakeStart is every fake clock's first reading.
@@ -339,9 +342,12 @@ func (c *fakeClock) fireNext(end time.Time) bool {
 	next.unlink()
 	now := c.now
 	c.mu.Unlock()
-	if next.f != nil {
+	switch {
+	case next.f != nil && c.onTimer != nil:
+		c.onTimer(next.f)
+	case next.f != nil:
 		next.f()
-	} else {
+	default:
 		next.ch <- now
 	}
 	return true

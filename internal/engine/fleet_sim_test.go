@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +20,7 @@ import (
 // timer) and no script call or census runs, so a run is the same every
 // time: what it counts (script calls, grants, when Redisson first got
 // a permit) has no noise, unlike a run against Redis on a loaded machine.
-// Script calls take no time here; on Redis they take a round trip.
+// A script call decides when sent and answers a round trip (rtt) later.
 type fleetSim struct {
 	c       *fakeClock
 	w       *simWindow
@@ -25,17 +28,36 @@ type fleetSim struct {
 	lims    []*fakeLimiter
 	callers int
 	calls   atomic.Int64 // the Go Clients' script calls
-	goGrant atomic.Int64 // permits granted to Go callers
-	java    []*simThread
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	rtt     time.Duration
+	inCall  atomic.Int64 // script calls decided and not yet answered
+	asleep  atomic.Int64 // of those, the ones waiting out their round trip
+	inFly   atomic.Int64 // the requests of those
+	// Timer functions run on goroutines of their own (a lane's timer
+	// makes a script call, which waits on the clock): how many run, and
+	// which goroutines they are.
+	timerRuns atomic.Int64
+	timerGs   sync.Map     // goroutine id -> struct{}
+	timerIn   atomic.Int64 // timer goroutines asleep in a script call
+	goGrant   atomic.Int64 // permits granted to Go callers
+	java      []*simThread
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // newFleetSim returns a fleet of clients Clients of per callers each on
 // a window of rate permits per interval; seed makes the spread's draws.
 func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint64) *fleetSim {
-	s := &fleetSim{c: newFakeClock(), callers: clients * per}
+	s := &fleetSim{c: newFakeClock(), callers: clients * per, rtt: 500 * time.Microsecond}
 	s.w = newSimWindow(s.c, rate, interval)
+	s.c.onTimer = func(f func()) {
+		s.timerRuns.Add(1)
+		go func() {
+			id := goid()
+			s.timerGs.Store(id, struct{}{})
+			defer func() { s.timerGs.Delete(id); s.timerRuns.Add(-1) }()
+			f()
+		}()
+	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	var mu sync.Mutex
 	draw := func(bound time.Duration) time.Duration {
@@ -49,7 +71,25 @@ func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint
 		decide := lim.decide
 		lim.decide = func(form Form, ns []int64) Reply {
 			s.calls.Add(1)
-			return decide(form, ns)
+			s.inCall.Add(1)
+			defer s.inCall.Add(-1)
+			r := decide(form, ns)
+			if s.rtt > 0 {
+				t := s.c.NewTimer(s.rtt)
+				_, onTimer := s.timerGs.Load(goid())
+				s.inFly.Add(int64(len(ns)))
+				if onTimer {
+					s.timerIn.Add(1)
+				}
+				s.asleep.Add(1)
+				<-t.C()
+				s.asleep.Add(-1)
+				if onTimer {
+					s.timerIn.Add(-1)
+				}
+				s.inFly.Add(-int64(len(ns)))
+			}
+			return r
 		}
 		lim.records = nil
 		s.lims = append(s.lims, lim)
@@ -119,18 +159,28 @@ func (j *simThread) call() {
 }
 
 // quiet reports whether nothing moves until the clock does: every Go
-// caller is queued in its lane or asleep on a timer, and no script call or
-// census runs.
+// caller is queued in its lane, in a script call waiting out its round
+// trip, or asleep on a timer, and no census runs.
 func (s *fleetSim) quiet() bool {
-	parked := s.c.sleepers()
+	if s.timerRuns.Load() != s.timerIn.Load() {
+		return false
+	}
+	calls := s.asleep.Load()
+	if calls != s.inCall.Load() {
+		return false
+	}
+	parked := int64(s.c.sleepers()) - calls + s.inFly.Load()
+	busy := int64(0)
 	for _, e := range s.es {
 		e.lanes.mu.Lock()
 		for _, l := range e.lanes.m {
-			if l.busy || len(l.pending) > 0 || l.flying > 0 {
+			if l.busy {
+				busy++
+			} else if len(l.pending) > 0 {
 				e.lanes.mu.Unlock()
 				return false
 			}
-			parked += len(l.waiting)
+			parked += int64(len(l.waiting) + len(l.pending))
 		}
 		for _, f := range e.lanes.fleets {
 			if f.censusing > 0 {
@@ -140,7 +190,7 @@ func (s *fleetSim) quiet() bool {
 		}
 		e.lanes.mu.Unlock()
 	}
-	return parked == s.callers
+	return busy == calls && parked == int64(s.callers)
 }
 
 // runFor moves the clock on by d, timer by timer, each when all is quiet.
@@ -172,4 +222,13 @@ func (s *fleetSim) javaGrants() (n int64, join time.Duration) {
 		}
 	}
 	return n, join
+}
+
+// goid returns the calling goroutine's id, from its stack's first line.
+func goid() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseInt(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
 }
