@@ -50,7 +50,7 @@ const (
 	// limiter counts as shared with other writers after a census last saw
 	// one of their records (foreignHold).
 	foreignFor    = 3
-	sharedAtLeast = 2 * probeEvery
+	sharedAtLeast = 12 * time.Second
 	// censusRecords bounds a census: the newest records of the window.
 	censusRecords = 256
 	// censusTimeout bounds a census's Redis call; it runs beside the
@@ -76,6 +76,12 @@ type fleet struct {
 	perWaiter bool // a census weighed per waiter (weigh)
 	censuses  int  // censuses ended, failed ones too (tests wait for them)
 	censusing int  // censuses started and not yet ended
+	// The probe slot (probe.go): when this Client's calls were first held
+	// in the latest window they were, whether that hold kept every
+	// permit, and that window's number.
+	slotAt   time.Time
+	slotFull bool
+	slotWin  int64
 }
 
 // tally counts permits over the last tallySlots slots of interval/

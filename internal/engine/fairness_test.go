@@ -85,7 +85,7 @@ func TestFleetStep(t *testing.T) {
 }
 
 // A census that saw other writers keeps the limiter shared for
-// foreignFor intervals, and for two probe periods at least, so that a JVM
+// foreignFor intervals, and for sharedAtLeast at least, so that a JVM
 // a loaded moment starved keeps the fair wakes until a probe window can
 // show it again; after that, a census that sees none lets it go.
 func TestSharedHold(t *testing.T) {
@@ -93,8 +93,8 @@ func TestSharedHold(t *testing.T) {
 	for _, c := range []struct {
 		interval, hold time.Duration
 	}{
-		{100 * time.Millisecond, 2 * probeEvery},
-		{time.Second, 2 * probeEvery},
+		{100 * time.Millisecond, sharedAtLeast},
+		{time.Second, sharedAtLeast},
 		{10 * time.Second, foreignFor * 10 * time.Second},
 	} {
 		f := &fleet{interval: c.interval, spread: spreadStart}

@@ -97,6 +97,9 @@ func TestJoin(t *testing.T) {
 	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
 		t.Errorf("w2's call after its hold: %v, want Strict without a hold", c.form)
 	}
+	// Out of the windows from here (the next window's hold is
+	// TestHoldEveryWindow's), until Go-only again below.
+	r.probeIn.Store(false)
 	waitTimers(t, r.c, 2006*ms)
 	r.c.AdvanceTo(at(2006 * ms))
 	if o := recv(t, "w2", w2); !o.Res.Granted {
@@ -165,6 +168,7 @@ func TestJoin(t *testing.T) {
 	if o := r.e.Try(bg, r.lim, 2, false); !o.Res.Granted {
 		t.Fatalf("filling Try: %+v", o)
 	}
+	r.probeIn.Store(true)
 	w5 := goWait(bg, r.e, r.lim, 1, time.Time{})
 	wake := since(f.foreignUntil) + 1003*ms
 	waitTimers(t, r.c, wake)
@@ -242,5 +246,57 @@ func TestJoinSpreadSteps(t *testing.T) {
 	}
 	if n := fleetCopy(e, "s").censuses; n != 106 {
 		t.Errorf("%d censuses counted, want 106", n)
+	}
+}
+
+// Every window holds once: a contended Go-only limiter's waiters' call
+// leaves a permit free in each window (an interval here) until a call is
+// held; for probeSlot after that the calls hold it, then none for the
+// rest of the window; the next window holds again. Nobody else takes the
+// permits here, so the held waiters take them when the slot ends.
+func TestHoldEveryWindow(t *testing.T) {
+	r := newJoinRig()
+	r.probeIn.Store(true)
+	bg := context.Background()
+	if o := r.e.Try(bg, r.lim, 2, false); !o.Res.Granted {
+		t.Fatalf("filling Try: %+v", o)
+	}
+	waiters := func() []<-chan Outcome {
+		var w []<-chan Outcome
+		for i := 1; i <= 2; i++ {
+			w = append(w, goWait(bg, r.e, r.lim, 1, time.Time{}))
+			waitFor(t, "waiter queued", func() bool { return r.e.Waiters("j") == i })
+		}
+		return w
+	}
+	step := func(to time.Duration, hold int64, what string) {
+		t.Helper()
+		waitTimers(t, r.c, to)
+		r.c.AdvanceTo(at(to))
+		if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: hold}) {
+			t.Fatalf("%s at %v: %v, want Strict holding %d", what, to, c.form, hold)
+		}
+	}
+
+	// Window 1: both permits free at 1003 ms; one granted, one held.
+	w := waiters()
+	r.censuses(t, 1) // the refusals' census: a Go-only window
+	step(1003*ms, 1, "the waiters' first call of window 1")
+	if o := recv(t, "w0", w[0]); !o.Res.Granted {
+		t.Fatalf("w0: %+v", o)
+	}
+	step(1003*ms+probeSlot, 0, "the held waiter's call at the slot's end")
+	if o := recv(t, "w1", w[1]); !o.Res.Granted {
+		t.Fatalf("w1: %+v", o)
+	}
+
+	// Window 2: the 1003 ms record frees at 2006 ms; the call holds it.
+	w = waiters()
+	step(2006*ms, 1, "the waiters' first call of window 2")
+	step(2006*ms+probeSlot, 0, "the held waiter's call at the slot's end")
+	for i, ch := range w {
+		if o := recv(t, "window 2 waiter", ch); !o.Res.Granted || o.Waited < 2006*ms+probeSlot-1113*ms {
+			t.Errorf("window 2 waiter %d: %+v", i, o)
+		}
 	}
 }

@@ -82,8 +82,6 @@ type request struct {
 	blocking bool      // a blocking caller's (Acquire, TryAcquireTimeout)
 	limit    time.Time // TryAcquireTimeout's end; zero: none
 	queued   time.Time // when it joined the waiters; zero: not a waiter
-	heldAt   time.Time // refused to hold a permit free, in the latest window it was (probe.go); zero: never
-	heldFull bool      // that hold kept every permit
 }
 
 // answer is what a request gets back.
@@ -281,7 +279,7 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 	}
 	b := e.call(ctx, leave, batch[0].p, form, ns)
 	if form.Hold > 0 {
-		noteHolds(batch, &b, sent, form.Hold, e.time.Now())
+		e.noteHolds(l, &b, sent, form.Hold, e.time.Now())
 	}
 	if lim != nil {
 		e.leases.observeBatch(lim, b)

@@ -9,29 +9,34 @@ import (
 // together on their hint, and a Redisson waiter starved so far would never
 // get a permit for a census to see: Redisson 4.x retries at its timer's
 // first 100 ms tick after the permits free, 3.16 3 ms after, and a Go
-// waiter takes them first. So in a probe window, the first interval (at
-// most half of probeEvery) of every probeEvery by the wall clock, the
-// same for every Client, a blocking caller's script call leaves a permit
-// free while the limiter is contended (a blocked caller of this Client
-// was refused within the last two intervals): it grants a request only while
-// one permit stays free after it. A request refused for that alone
-// (held) calls again probeSlot after it was held, without the hold; a
-// caller is held once per window at most. The blocking calls of the
-// other Clients leave the permit too, so it sits free until that retry,
-// longer than a 4.x tick: a Redisson waiter takes it, and the next census
-// sees its record. What takes it earlier: a non-blocking call, a lease
-// call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
+// waiter takes them first. So every interval (at least every
+// probeMinPeriod) of the wall clock is a probe window, the same for every
+// Client, and in each one, while the limiter is contended (a blocked
+// caller of this Client was refused within the last two intervals), this
+// Client's blocking calls leave a permit free: a call grants a request
+// only while one permit stays free after it, until a call of this Client
+// is refused for that alone (held). From then on its calls hold the
+// permit for probeSlot, and hold nothing more in that window; the callers
+// held call again when the slot ends, without the hold. The other
+// Clients' calls in that slot are held too (they hold until their own
+// first hold of the window), so the permit sits free for longer than a
+// 4.x tick: a Redisson waiter takes it, and the next census sees its
+// record. A Redisson service that starts calling is granted within an
+// interval (at least probeMinPeriod) and a tick of its first refusal, on
+// a contended limiter. What takes the permit earlier: a non-blocking
+// call, a lease call, and the calls of a Client with fair wakes off or
+// WithMaxBatch(1).
 //
-// A held permit delays one Go waiter per clump of expiries by at most
-// probeSlot, not every waiter of the window, so few of a Go-only fleet's
-// waits grow (docs/fairness.md, "Cost", has what its p99 showed).
+// What it costs a Go-only fleet: one slot per window and Client, in
+// which the callers that call wait up to probeSlot more, so about one
+// permit per interval comes probeSlot late (docs/fairness.md, "Cost").
 //
 // A Redisson call asking more permits than one needs more free: in every
-// probeFullEvery-th window a fresh blocking call holds every permit for
+// probeFullEvery-th window the first hold keeps every permit for
 // probeFullSlot, then one until probeSlot. probeFullSlot is under a 4.x
 // tick, so such a Redisson service may need several of those windows to
-// get in; the delay it adds to every Go waiter of such a window is
-// probeFullSlot at most.
+// get in; the delay it adds to the callers of that slot is probeFullSlot
+// at most.
 //
 // Calls of non-blocking callers (TryAcquire, Allow) never hold: they
 // cannot wait for the permit they leave. Nor does a blocking caller
@@ -39,10 +44,11 @@ import (
 // them in it holds nothing.
 
 const (
-	probeEvery     = 6 * time.Second
+	probeMinPeriod = time.Second
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
-	probeFullEvery = 10                     // every 10th window (once a minute) holds all
+	probeFullEvery = 10                     // every 10th window holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
+	probeLate      = 20 * time.Millisecond  // how long a held permit may idle after its slot
 	// holdAll is a hold no window can keep (rates are at most 2^53-1).
 	holdAll = 1<<53 - 1
 )
@@ -52,52 +58,50 @@ const (
 // it (Options.Probe).
 type ProbeClock func(now time.Time, interval time.Duration) (in, full bool)
 
-// probeWindow is the wall clock's probe windows: the first interval, and
-// at most half, of every probeEvery; every probeFullEvery-th of them
-// full.
-func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
+// probePeriod is the length of a limiter's probe windows: its interval,
+// and at least probeMinPeriod (1 s when no interval is known).
+func probePeriod(interval time.Duration) time.Duration {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	ns := now.UnixNano()
-	in = time.Duration(ns)%probeEvery < min(interval, probeEvery/2)
-	return in, in && (ns/int64(probeEvery))%probeFullEvery == 0
+	return max(interval, probeMinPeriod)
 }
 
-// holdOf returns how many permits a call for q at now must leave free:
-// none for a non-blocking caller or one that cannot wait probeSlot; for
-// a request held in this window (at q.heldAt), what is left of its hold
-// (all for probeFullSlot after a hold in a full window, then one until
-// probeSlot, then none); for one not held in this window, the window's
-// hold.
-func holdOf(q *request, now time.Time, in, full bool) int64 {
-	if !q.blocking || !q.canWait(now.Add(probeSlot)) {
-		return 0
-	}
-	if !heldLately(q, now) {
+// probeIndex numbers the probe window of now.
+func probeIndex(now time.Time, interval time.Duration) int64 {
+	return now.UnixNano() / int64(probePeriod(interval))
+}
+
+// probeWindow is the wall clock's probe windows: every probePeriod is
+// one, and every probeFullEvery-th of them is full.
+func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
+	return true, probeIndex(now, interval)%probeFullEvery == 0
+}
+
+// windowHold returns how many permits this Client's calls on the limiter
+// of f must leave free at now: while a slot runs (from its first hold of
+// a window), all for probeFullSlot after a hold in a full window, then one
+// until probeSlot; after the slot, none for the rest of that window; in a
+// window with no hold yet, the window's hold.
+func (f *fleet) windowHold(now time.Time, in, full bool) int64 {
+	if !f.slotAt.IsZero() {
+		since := now.Sub(f.slotAt)
 		switch {
-		case full:
+		case f.slotFull && since < probeFullSlot:
 			return holdAll
-		case in:
+		case since < probeSlot:
 			return 1
+		case f.slotWin == probeIndex(now, f.interval):
+			return 0
 		}
-		return 0
 	}
-	since := now.Sub(q.heldAt)
 	switch {
-	case q.heldFull && since < probeFullSlot:
+	case !in:
+		return 0
+	case full:
 		return holdAll
-	case since < probeSlot:
-		return 1
 	}
-	return 0
-}
-
-// heldLately reports whether q was held in the probe window of now: a
-// caller is held once per window at most, and a hold of an earlier
-// window (a caller that waits long) does not keep it from holding again.
-func heldLately(q *request, now time.Time) bool {
-	return !q.heldAt.IsZero() && now.Sub(q.heldAt) < probeEvery/2
+	return 1
 }
 
 // canWait reports whether q's caller waits until at: its limit
@@ -122,12 +126,12 @@ func holdEnds(at time.Time, full bool, now time.Time) time.Time {
 }
 
 // batchHold returns the hold of a script call for batch in lane l at now:
-// the least any of its requests must leave (so 0 when one of them is not
-// a blocking caller's), or 0 unless only this library writes the limiter,
-// one of this Client's blocked callers of it was refused within the last
-// two intervals (a waiter wakes at most an interval after its refusal; no
-// hold delays a caller while permits are to spare), and fair wakes are
-// on.
+// 0 when one of its requests is not a blocking caller's that can wait
+// out a slot, when another writer than this library shares the limiter,
+// when none of this Client's blocked callers of it was refused within the
+// last two intervals (a waiter wakes at most an interval after its
+// refusal; no hold delays a caller while permits are to spare), or when
+// fair wakes are off; else the window's hold (windowHold).
 func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	if e.unfair || e.maxBatch == 1 {
 		return 0
@@ -141,42 +145,62 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 		}
 	}
 	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
-	contended := f != nil && !f.shared(now) && now.Sub(f.refusedAt) <= 2*f.interval
-	var interval time.Duration
-	if f != nil {
-		interval = f.interval
-	}
-	e.lanes.mu.Unlock()
-	if !contended {
+	if f == nil || f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
 		return 0
 	}
-	in, full := e.probe(now, interval)
-	k := int64(holdAll)
-	for _, q := range batch {
-		k = min(k, holdOf(q, now, in, full))
-	}
-	return k
+	in, full := e.probe(now, f.interval)
+	return f.windowHold(now, in, full)
 }
 
-// noteHolds records, for each request of batch that a call made at sent
-// with hold k held, when it was held in this window (and whether all
-// permits were held), and has it call again when its hold changes if
-// that comes before its hint (counted from now, the reply's time).
-func noteHolds(batch []*request, b *Reply, sent time.Time, k int64, now time.Time) {
+// noteHolds starts a slot at sent, the time of a call with hold k, when
+// the call held a request and no slot runs. The first request held in a
+// slot calls again when the slot ends, if that comes before its hint
+// (counted from now, the reply's time): it takes the permit if nobody
+// did. The others held keep their hints. In a full slot every request
+// held calls again when its hold changes.
+func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.Time) {
 	if b.Err != nil {
 		return
 	}
-	for i, q := range batch {
+	held, made := false, false
+	for i := range b.Verdicts {
+		held = held || b.Verdicts[i].Held
+		made = made || b.Verdicts[i].Res.Granted
+	}
+	if !held {
+		return
+	}
+	e.lanes.mu.Lock()
+	f := e.lanes.fleets[l.key]
+	if f == nil {
+		e.lanes.mu.Unlock()
+		return
+	}
+	starts := f.slotAt.IsZero() || sent.Sub(f.slotAt) >= probeSlot
+	if starts {
+		f.slotAt, f.slotFull, f.slotWin = sent, k >= holdAll, probeIndex(sent, f.interval)
+	}
+	ends, full := holdEnds(f.slotAt, f.slotFull, sent), f.slotFull
+	e.lanes.mu.Unlock()
+	for i := range b.Verdicts {
 		v := &b.Verdicts[i]
-		if !v.Held {
+		d := ends.Sub(now)
+		if !v.Held || d >= v.Res.RetryAfter {
 			continue
 		}
-		if !heldLately(q, sent) {
-			q.heldAt, q.heldFull = sent, k >= holdAll
-		}
-		if d := holdEnds(q.heldAt, q.heldFull, sent).Sub(now); d < v.Res.RetryAfter {
+		if full {
 			v.Res.RetryAfter = max(d, time.Millisecond)
+			continue
+		}
+		if starts && made && v.Res.RetryAfter > d+probeLate {
+			// One caller comes back when the slot ends, for the permit if
+			// nobody took it, unless its hint brings it back soon after;
+			// the others keep their hints. A slot costs one script call at
+			// most, and a permit idles probeLate at most after it.
+			v.Res.RetryAfter = max(d, time.Millisecond)
+			return
 		}
 	}
 }

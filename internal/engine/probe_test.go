@@ -7,62 +7,64 @@ import (
 	"time"
 )
 
-// Probe windows are the first interval, at most half of probeEvery, of
-// every probeEvery of the wall clock; every probeFullEvery-th is full.
+// Every probePeriod (the interval, at least probeMinPeriod) of the wall
+// clock is a probe window; every probeFullEvery-th is full.
 func TestProbeWindow(t *testing.T) {
-	full := time.Unix(0, 0).Add(1000 * probeFullEvery * probeEvery) // a full window's start
+	full := time.Unix(6000, 0) // a full window's start for 1 s, and a minute's start
 	cases := []struct {
-		at             time.Time
-		interval       time.Duration
-		wantIn, wantFl bool
+		at       time.Time
+		interval time.Duration
+		wantFl   bool
 	}{
-		{full, time.Second, true, true},
-		{full.Add(999 * time.Millisecond), time.Second, true, true},
-		{full.Add(time.Second), time.Second, false, false},
-		{full.Add(probeEvery), time.Second, true, false},
-		{full.Add(probeEvery + 500*time.Millisecond), 500 * time.Millisecond, false, false},
-		{full.Add(probeEvery/2 - time.Millisecond), time.Hour, true, true},
-		{full.Add(probeEvery / 2), time.Hour, false, false},
-		{full.Add(probeFullEvery * probeEvery), time.Second, true, true},
-		{full.Add(probeEvery + time.Millisecond), 0, true, false}, // no interval known: 1 s
+		{full, time.Second, true},
+		{full.Add(999 * time.Millisecond), time.Second, true},
+		{full.Add(time.Second), time.Second, false},
+		{full.Add(999 * time.Millisecond), 100 * time.Millisecond, true}, // at least probeMinPeriod
+		{full.Add(time.Second), 100 * time.Millisecond, false},
+		{full.Add(probeFullEvery * time.Second), time.Second, true},
+		{full.Add(time.Second), 0, false}, // no interval known: 1 s
+		{full.Add(probeFullEvery*time.Second - time.Millisecond), 0, false},
 	}
 	for _, c := range cases {
 		in, fl := probeWindow(c.at, c.interval)
-		if in != c.wantIn || fl != c.wantFl {
-			t.Errorf("%v into the cycle, interval %v: in %v full %v, want %v %v", c.at.Sub(full), c.interval, in, fl, c.wantIn, c.wantFl)
+		if !in || fl != c.wantFl {
+			t.Errorf("%v into the cycle, interval %v: in %v full %v, want true %v", c.at.Sub(full), c.interval, in, fl, c.wantFl)
 		}
+	}
+	if probeIndex(full.Add(59*time.Second), time.Minute) != probeIndex(full, time.Minute) {
+		t.Error("a window of a one-minute limiter is not one minute long")
 	}
 }
 
-// A request's hold: none for non-blocking calls or callers whose limit or
-// deadline comes within probeSlot; for one never held, the
-// window's; once held, all permits for probeFullSlot (full windows), one
-// until probeSlot, then none, whatever the window says.
-func TestHoldOf(t *testing.T) {
-	now := fakeStart
-	bg := context.Background()
-	waiter := &request{blocking: true, ctx: bg}
-	short, cancel := context.WithDeadline(bg, now.Add(probeSlot/2))
-	defer cancel()
+// A limiter's hold (windowHold): in a window with no slot yet, the
+// window's (one, all in a full window, none out of a window); in a slot,
+// all permits for probeFullSlot after a full window's first hold, one
+// until probeSlot; after the slot, none for the rest of its window, and
+// the window's hold again in the next.
+func TestWindowHold(t *testing.T) {
+	now := time.Unix(1000, 500*int64(time.Millisecond))
 	for _, c := range []struct {
-		q        *request
+		name     string
+		slotAt   time.Time
+		slotFull bool
 		in, full bool
 		want     int64
 	}{
-		{&request{ctx: bg}, true, true, 0},
-		{&request{blocking: true, ctx: bg, limit: now.Add(probeSlot / 2)}, true, false, 0},
-		{&request{blocking: true, ctx: short}, true, true, 0},
-		{waiter, false, false, 0},
-		{waiter, true, false, 1},
-		{waiter, true, true, holdAll},
-		{&request{blocking: true, ctx: bg, heldAt: now.Add(-10 * time.Millisecond), heldFull: true}, false, false, holdAll},
-		{&request{blocking: true, ctx: bg, heldAt: now.Add(-probeFullSlot), heldFull: true}, true, true, 1},
-		{&request{blocking: true, ctx: bg, heldAt: now.Add(-10 * time.Millisecond)}, true, true, 1},
-		{&request{blocking: true, ctx: bg, heldAt: now.Add(-probeSlot)}, true, true, 0},
+		{"no slot yet", time.Time{}, false, true, false, 1},
+		{"no slot yet, full window", time.Time{}, false, true, true, holdAll},
+		{"out of a window", time.Time{}, false, false, false, 0},
+		{"full slot at 10 ms", now.Add(-10 * time.Millisecond), true, false, false, holdAll},
+		{"full slot after probeFullSlot", now.Add(-probeFullSlot), true, true, true, 1},
+		{"slot at 10 ms", now.Add(-10 * time.Millisecond), false, true, false, 1},
+		{"slot ended in this window", now.Add(-probeSlot), false, true, true, 0},
+		{"slot of the last window", now.Add(-time.Second), false, true, false, 1},
 	} {
-		if got := holdOf(c.q, now, c.in, c.full); got != c.want {
-			t.Errorf("blocking %v held %v ago (full %v), window in %v full %v: hold %d, want %d",
-				c.q.blocking, now.Sub(c.q.heldAt), c.q.heldFull, c.in, c.full, got, c.want)
+		f := &fleet{interval: time.Second, slotAt: c.slotAt, slotFull: c.slotFull}
+		if !c.slotAt.IsZero() {
+			f.slotWin = probeIndex(c.slotAt, time.Second)
+		}
+		if got := f.windowHold(now, c.in, c.full); got != c.want {
+			t.Errorf("%s: hold %d, want %d", c.name, got, c.want)
 		}
 	}
 	at := now.Add(-time.Millisecond)
@@ -74,52 +76,62 @@ func TestHoldOf(t *testing.T) {
 	}
 }
 
-// noteHolds marks the held requests of a call (once per window: a hold of
-// an earlier window is replaced), and shortens their hint to the end of
-// the hold, counted from the reply; it leaves the others and longer-held
-// hints alone.
+// noteHolds starts a slot at the call's time when the call held a request
+// and no slot runs (a slot that runs is kept), and shortens the held
+// requests' hints to the end of the slot's hold, counted from the reply;
+// it leaves the others and shorter hints alone, and a failed call starts
+// nothing.
 func TestNoteHolds(t *testing.T) {
+	e, _ := newFakeEngine(Options{})
+	l := &lane{key: "p"}
 	sent := time.Unix(1000, 0)
 	replied := sent.Add(2 * time.Millisecond)
 	long := time.Minute
-	fresh, other := &request{blocking: true}, &request{blocking: true}
-	stale := &request{blocking: true, heldAt: sent.Add(-probeEvery)}
-	recent := &request{blocking: true, heldAt: sent.Add(-20 * time.Millisecond)}
-	batch := []*request{fresh, other, stale, recent}
+	e.MarkRefused("p", sent, time.Second)
+	slot := func() (time.Time, bool) {
+		e.lanes.mu.Lock()
+		defer e.lanes.mu.Unlock()
+		f := e.lanes.fleets["p"]
+		return f.slotAt, f.slotFull
+	}
+	failed := Reply{Err: context.Canceled, Verdicts: []Verdict{{Held: true}}}
+	e.noteHolds(l, &failed, sent, 1, replied)
+	if at, _ := slot(); !at.IsZero() {
+		t.Error("a failed call started a slot")
+	}
 	b := Reply{Verdicts: []Verdict{
 		{Held: true, Res: Result{RetryAfter: long}},
 		{Res: Result{RetryAfter: long}},
-		{Held: true, Res: Result{RetryAfter: long}},
 		{Held: true, Res: Result{RetryAfter: 5 * time.Millisecond}},
 	}}
-	noteHolds(batch, &b, sent, holdAll, replied)
-	if !fresh.heldAt.Equal(sent) || !fresh.heldFull || b.Verdicts[0].Res.RetryAfter != probeFullSlot-2*time.Millisecond {
-		t.Errorf("fresh: held at %v full %v, retry after %v; want the call's time, full, %v", fresh.heldAt.Sub(sent), fresh.heldFull, b.Verdicts[0].Res.RetryAfter, probeFullSlot-2*time.Millisecond)
+	e.noteHolds(l, &b, sent, holdAll, replied)
+	if at, full := slot(); !at.Equal(sent) || !full {
+		t.Errorf("slot at %v full %v; want the call's time, full", at.Sub(sent), full)
 	}
-	if !other.heldAt.IsZero() || b.Verdicts[1].Res.RetryAfter != long {
-		t.Errorf("not held: marked %v, retry after %v", other.heldAt, b.Verdicts[1].Res.RetryAfter)
+	if d := b.Verdicts[0].Res.RetryAfter; d != probeFullSlot-2*time.Millisecond {
+		t.Errorf("held: retry after %v, want %v", d, probeFullSlot-2*time.Millisecond)
 	}
-	if !stale.heldAt.Equal(sent) {
-		t.Errorf("a hold of an earlier window kept (%v before the call)", sent.Sub(stale.heldAt))
+	if d := b.Verdicts[1].Res.RetryAfter; d != long {
+		t.Errorf("not held: retry after %v", d)
 	}
-	if !recent.heldAt.Equal(sent.Add(-20*time.Millisecond)) || recent.heldFull || b.Verdicts[3].Res.RetryAfter != 5*time.Millisecond {
-		t.Errorf("held earlier in the window: held at %v full %v, retry after %v", sent.Sub(recent.heldAt), recent.heldFull, b.Verdicts[3].Res.RetryAfter)
+	if d := b.Verdicts[2].Res.RetryAfter; d != 5*time.Millisecond {
+		t.Errorf("held with a shorter hint: retry after %v", d)
 	}
-	if d := b.Verdicts[2].Res.RetryAfter; d != probeFullSlot-2*time.Millisecond {
-		t.Errorf("stale: retry after %v, want %v", d, probeFullSlot-2*time.Millisecond)
+	// A hold within the slot keeps it; the reply after its full part
+	// ended: the slot's one-permit part.
+	later := Reply{Verdicts: []Verdict{{Held: true, Res: Result{RetryAfter: long}}}}
+	e.noteHolds(l, &later, sent.Add(20*time.Millisecond), 1, sent.Add(30*time.Millisecond))
+	if at, _ := slot(); !at.Equal(sent) {
+		t.Errorf("a hold within the slot moved it by %v", at.Sub(sent))
 	}
-	// A reply that comes after the hold has ended: the least retry.
-	late := []*request{{blocking: true}}
-	lb := Reply{Verdicts: []Verdict{{Held: true, Res: Result{RetryAfter: long}}}}
-	noteHolds(late, &lb, sent, 1, sent.Add(probeSlot+time.Millisecond))
-	if d := lb.Verdicts[0].Res.RetryAfter; d != time.Millisecond {
-		t.Errorf("reply after the hold ended: retry after %v, want 1ms", d)
+	if d := later.Verdicts[0].Res.RetryAfter; d != probeFullSlot-30*time.Millisecond {
+		t.Errorf("within the slot: retry after %v, want %v (when its full part ends)", d, probeFullSlot-30*time.Millisecond)
 	}
-	failed := Reply{Err: context.Canceled, Verdicts: []Verdict{{Held: true}}}
-	q := &request{blocking: true}
-	noteHolds([]*request{q}, &failed, sent, 1, replied)
-	if !q.heldAt.IsZero() {
-		t.Error("a failed call marked a hold")
+	// After the slot, a hold starts a new one.
+	next := Reply{Verdicts: []Verdict{{Held: true, Res: Result{RetryAfter: long}}}}
+	e.noteHolds(l, &next, sent.Add(probeSlot), 1, sent.Add(probeSlot+time.Millisecond))
+	if at, full := slot(); !at.Equal(sent.Add(probeSlot)) || full {
+		t.Errorf("after the slot: slot at %v full %v, want %v, not full", at.Sub(sent), full, probeSlot)
 	}
 }
 
@@ -160,15 +172,12 @@ func TestBatchHold(t *testing.T) {
 		t.Errorf("out of a window: hold %d", k)
 	}
 	in.Store(true)
-	held := waiter()
-	held.heldAt = now.Add(-probeSlot)
 	for _, c := range []struct {
 		name  string
 		batch []*request
 	}{
 		{"a non-blocking request", []*request{waiter(), newRequest(bg, lim, 1, false)}},
 		{"a waiter whose limit comes within probeSlot", []*request{waiter(), newWaiter(bg, lim, 1, now.Add(probeSlot-1))}},
-		{"a waiter held earlier in this window", []*request{waiter(), held}},
 		{"a composite's waiter", []*request{newWaiter(bg, &fakeTarget{key: "p"}, 1, time.Time{})}},
 	} {
 		if k := hold(c.batch...); k != 0 {

@@ -57,7 +57,7 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 		if err := q.beyond(wake, now); err != nil {
 			return false, err
 		}
-		q = newWaiter(ctx, p, n, limit).heldLike(q)
+		q = newWaiter(ctx, p, n, limit)
 		e.lanes.mu.Lock()
 		l = e.lanes.get(p.LaneKey())
 		at, own := e.refusedWake(l, q, wake, a.v.Res.Interval)
@@ -83,13 +83,6 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 func newWaiter(ctx context.Context, p Target, n int64, limit time.Time) *request {
 	q := newRequest(ctx, p, n, false)
 	q.blocking, q.limit = true, limit
-	return q
-}
-
-// heldLike copies prev's hold (probe.go) to q, the same caller's
-// next request: a caller is held once per probe window at most.
-func (q *request) heldLike(prev *request) *request {
-	q.heldAt, q.heldFull = prev.heldAt, prev.heldFull
 	return q
 }
 
