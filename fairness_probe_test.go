@@ -24,17 +24,18 @@ func TestHoldForms(t *testing.T) {
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
 	require.NoError(t, err)
 
-	granted, held, err := ratelimiter.DecideHolding(ctx, l, false, 1, 1, 1, 1)
+	granted, held, freed, err := ratelimiter.DecideHolding(ctx, l, false, 1, 1, 1, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, false}, granted, "3 free, one held: two granted")
 	require.Equal(t, []bool{false, false, true}, held)
+	require.Equal(t, []bool{false, false, false}, freed, "no record expired")
 
-	granted, held, err = ratelimiter.DecideHolding(ctx, l, false, 1, 2)
+	granted, held, freed, err = ratelimiter.DecideHolding(ctx, l, false, 1, 2)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, granted)
 	require.Equal(t, []bool{false}, held, "1 free, 2 asked: refused for want of permits, not held")
 
-	granted, held, err = ratelimiter.DecideHolding(ctx, l, true, 1, 1, 1)
+	granted, held, freed, err = ratelimiter.DecideHolding(ctx, l, true, 1, 1, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, granted)
 	require.Equal(t, []bool{true, false}, held, "strict: the one behind the held waiter is refused, not held")
@@ -46,10 +47,38 @@ func TestHoldForms(t *testing.T) {
 	m := c.Limiter(uniqueName(t))
 	_, err = m.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: time.Minute})
 	require.NoError(t, err)
-	granted, held, err = ratelimiter.DecideHolding(ctx, m, true, ratelimiter.HoldAll, 1)
+	granted, held, freed, err = ratelimiter.DecideHolding(ctx, m, true, ratelimiter.HoldAll, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, granted)
 	require.Equal(t, []bool{true}, held, "a full window holds every permit")
+	require.Equal(t, []bool{false}, freed)
+
+	// A call that releases an expired record and holds its permit says so
+	// (it made the hold: probe.go); a call that finds it already free and
+	// holds it does not. The record expires in real time: the calls go on
+	// until one is held, and that first one released the record.
+	e := c.Limiter(uniqueName(t))
+	_, err = e.TrySetRate(ctx, ratelimiter.Config{Rate: 1, Interval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ok, err := e.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		granted, held, freed, err = ratelimiter.DecideHolding(ctx, e, true, 1, 1)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, granted)
+		if held[0] {
+			break
+		}
+		require.False(t, freed[0], "refused for want of permits, yet freed")
+		require.True(t, time.Now().Before(deadline), "the record never expired")
+	}
+	require.Equal(t, []bool{true}, freed, "the call that released the record and held its permit")
+	_, held, freed, err = ratelimiter.DecideHolding(ctx, e, true, 1, 1)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, held)
+	require.Equal(t, []bool{false}, freed, "the next call found the permit free")
 }
 
 // In a probe window a Go-only fleet's waiters leave a permit free:

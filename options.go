@@ -142,10 +142,11 @@ func WithMaxBatch(n int) Option {
 // (Redisson, or Go clients of versions that do not mark their records)
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
-// this library writes, waiters wake together on their hint, and in a
-// probe window (the first interval of every 6 s of the wall clock) their
-// calls leave a permit free for 110 ms, which holds back one of them
-// (every permit for 50 ms, once a minute).
+// this library writes, waiters wake together on their hint, and once per
+// probe window (every interval of the wall clock, at least every second)
+// their calls leave a permit free for 110 ms, which holds back the callers
+// that call then (every permit for 50 ms, in the window where each minute
+// starts).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.

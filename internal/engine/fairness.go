@@ -82,6 +82,8 @@ type fleet struct {
 	slotAt   time.Time
 	slotFull bool
 	slotWin  int64
+	madeAt   time.Time // this Client's call last made a hold (noteHolds)
+	retryFor time.Time // the slot (its slotAt) whose retry was sent back
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -162,10 +164,10 @@ func (ls *lanes) fleetOf(key string, interval time.Duration, now time.Time) *fle
 
 // foreignHold is how long a limiter counts as shared after a census last
 // saw another writer's record: foreignFor intervals, and at least
-// sharedAtLeast (two probe periods), so that others a slow moment starved
-// (a loaded JVM misses a few intervals) keep the fair wakes until a probe
-// window can show them again: while shared and starved, each census
-// raises the spread.
+// sharedAtLeast (12 s), so that others a slow moment starved (a loaded
+// JVM misses a few intervals) keep the fair wakes while the probe windows
+// show them again: while shared and starved, each census raises the
+// spread.
 func foreignHold(interval time.Duration) time.Duration {
 	return max(foreignFor*interval, sharedAtLeast)
 }

@@ -16,23 +16,34 @@ import (
 // Client's blocking calls leave a permit free: a call grants a request
 // only while one permit stays free after it, until a call of this Client
 // is refused for that alone (held). From then on its calls hold the
-// permit for probeSlot, and hold nothing more in that window; the callers
-// held call again when the slot ends, without the hold. The other
-// Clients' calls in that slot are held too (they hold until their own
-// first hold of the window), so the permit sits free for longer than a
-// 4.x tick: a Redisson waiter takes it, and the next census sees its
-// record. A Redisson service that starts calling is granted within an
-// interval (at least probeMinPeriod) and a tick of its first refusal, on
-// a contended limiter. What takes the permit earlier: a non-blocking
-// call, a lease call, and the calls of a Client with fair wakes off or
-// WithMaxBatch(1).
+// permit for probeSlot (the slot), and hold nothing more in that window.
+// The other Clients' lanes wake on the same expiries and their calls in
+// the slot are held too (each holds until its own first hold of the
+// window), so the permit sits free for longer than a 4.x tick: a Redisson
+// waiter takes it, and the next census sees its record. A Redisson
+// service that starts calling is granted within an interval (at least
+// probeMinPeriod) and a tick of its first refusal, on a contended
+// limiter. What takes the permit earlier: a non-blocking call, a lease
+// call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
-// What it costs a Go-only fleet: one slot per window and Client, in
-// which the callers that call wait up to probeSlot more, so about one
-// permit per interval comes probeSlot late (docs/fairness.md, "Cost").
+// Who takes the permit back when nobody did: only the Client whose call
+// made the hold, one whose grants left just the hold free or that held
+// what it freed (it released the expired records, Freed); its first
+// request held in the slot calls again when the slot ends, unless its
+// hint brings it back within probeLate of that. A call that found only
+// the held permit free, left by another, made nothing: its requests keep
+// their hints. So the fleet's Clients do not all call at the slot's end,
+// one for the permit and the others refused; a slot costs about one
+// script call.
 //
-// A Redisson call asking more permits than one needs more free: in every
-// probeFullEvery-th window the first hold keeps every permit for
+// What it costs a Go-only fleet: the callers that call in a slot wait up
+// to probeSlot more, about one permit per window comes probeSlot late,
+// and a slot's hold and retake cost a script call or two
+// (docs/fairness.md, "Cost").
+//
+// A Redisson call asking more permits than one needs more free: in the
+// window where each probeFullEvery (a minute) of the wall clock starts,
+// the first hold keeps every permit for
 // probeFullSlot, then one until probeSlot. probeFullSlot is under a 4.x
 // tick, so such a Redisson service may need several of those windows to
 // get in; the delay it adds to the callers of that slot is probeFullSlot
@@ -46,7 +57,7 @@ import (
 const (
 	probeMinPeriod = time.Second
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
-	probeFullEvery = 10                     // every 10th window holds all
+	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
 	probeLate      = 20 * time.Millisecond  // how long a held permit may idle after its slot
 	// holdAll is a hold no window can keep (rates are at most 2^53-1).
@@ -73,9 +84,11 @@ func probeIndex(now time.Time, interval time.Duration) int64 {
 }
 
 // probeWindow is the wall clock's probe windows: every probePeriod is
-// one, and every probeFullEvery-th of them is full.
+// one, and the one where each probeFullEvery of the wall clock starts is
+// full (every window, for windows longer than that).
 func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
-	return true, probeIndex(now, interval)%probeFullEvery == 0
+	p := probePeriod(interval)
+	return true, time.Duration(now.UnixNano())%probeFullEvery < p
 }
 
 // windowHold returns how many permits this Client's calls on the limiter
@@ -154,22 +167,25 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	return f.windowHold(now, in, full)
 }
 
-// noteHolds starts a slot at sent, the time of a call with hold k, when
-// the call held a request and no slot runs. The first request held in a
-// slot calls again when the slot ends, if that comes before its hint
-// (counted from now, the reply's time): it takes the permit if nobody
-// did. The others held keep their hints. In a full slot every request
-// held calls again when its hold changes.
+// noteHolds notes what a call made at sent with hold k did (now is the
+// reply's time). A call made the hold when it released the expired
+// records whose permit it holds (Freed) or when its grants left just the
+// hold free; a Client that made a hold within probeSlot sends its first
+// request held in that slot back when the slot ends, if that comes more
+// than probeLate before its hint: it takes the permit if nobody did. The
+// others held keep their hints. A held request starts this Client's slot
+// at sent when none runs. In a full slot every request held calls again
+// when its hold changes.
 func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.Time) {
 	if b.Err != nil {
 		return
 	}
 	held, made := false, false
-	for i := range b.Verdicts {
-		held = held || b.Verdicts[i].Held
-		made = made || b.Verdicts[i].Res.Granted
+	for _, v := range b.Verdicts {
+		held = held || v.Held
+		made = made || v.Freed || v.Res.Granted && v.Res.Remaining <= k
 	}
-	if !held {
+	if !held && !made {
 		return
 	}
 	e.lanes.mu.Lock()
@@ -178,11 +194,18 @@ func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.
 		e.lanes.mu.Unlock()
 		return
 	}
-	starts := f.slotAt.IsZero() || sent.Sub(f.slotAt) >= probeSlot
-	if starts {
+	if made {
+		f.madeAt = sent
+	}
+	if !held {
+		e.lanes.mu.Unlock()
+		return
+	}
+	if f.slotAt.IsZero() || sent.Sub(f.slotAt) >= probeSlot {
 		f.slotAt, f.slotFull, f.slotWin = sent, k >= holdAll, probeIndex(sent, f.interval)
 	}
 	ends, full := holdEnds(f.slotAt, f.slotFull, sent), f.slotFull
+	owner := !f.madeAt.IsZero() && sent.Sub(f.madeAt) < probeSlot && !f.retryFor.Equal(f.slotAt)
 	e.lanes.mu.Unlock()
 	for i := range b.Verdicts {
 		v := &b.Verdicts[i]
@@ -194,12 +217,14 @@ func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.
 			v.Res.RetryAfter = max(d, time.Millisecond)
 			continue
 		}
-		if starts && made && v.Res.RetryAfter > d+probeLate {
-			// One caller comes back when the slot ends, for the permit if
-			// nobody took it, unless its hint brings it back soon after;
-			// the others keep their hints. A slot costs one script call at
-			// most, and a permit idles probeLate at most after it.
+		if owner && v.Res.RetryAfter > d+probeLate {
+			// The Client that made the hold sends one caller back when
+			// the slot ends, for the permit if nobody took it, unless its
+			// hint brings it back soon after; the others keep their hints.
 			v.Res.RetryAfter = max(d, time.Millisecond)
+			e.lanes.mu.Lock()
+			f.retryFor = f.slotAt
+			e.lanes.mu.Unlock()
 			return
 		}
 	}

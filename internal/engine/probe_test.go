@@ -8,7 +8,7 @@ import (
 )
 
 // Every probePeriod (the interval, at least probeMinPeriod) of the wall
-// clock is a probe window; every probeFullEvery-th is full.
+// clock is a probe window; the one where a minute starts is full.
 func TestProbeWindow(t *testing.T) {
 	full := time.Unix(6000, 0) // a full window's start for 1 s, and a minute's start
 	cases := []struct {
@@ -21,9 +21,11 @@ func TestProbeWindow(t *testing.T) {
 		{full.Add(time.Second), time.Second, false},
 		{full.Add(999 * time.Millisecond), 100 * time.Millisecond, true}, // at least probeMinPeriod
 		{full.Add(time.Second), 100 * time.Millisecond, false},
-		{full.Add(probeFullEvery * time.Second), time.Second, true},
+		{full.Add(probeFullEvery), time.Second, true},
+		{full.Add(10 * time.Second), time.Second, false},
 		{full.Add(time.Second), 0, false}, // no interval known: 1 s
-		{full.Add(probeFullEvery*time.Second - time.Millisecond), 0, false},
+		{full.Add(probeFullEvery - time.Millisecond), 0, false},
+		{full.Add(probeFullEvery - time.Millisecond), 2 * time.Minute, true}, // windows longer than a minute: all full
 	}
 	for _, c := range cases {
 		in, fl := probeWindow(c.at, c.interval)
@@ -237,5 +239,61 @@ func TestProbeFullWindow(t *testing.T) {
 	}
 	if o := recv(t, "caller", ch); !o.Res.Granted || o.Waited != 1003*ms+probeFullSlot {
 		t.Errorf("waiter: %+v; want granted after %v", o, 1003*ms+probeFullSlot)
+	}
+}
+
+// Only the Client that made a slot's hold sends a caller back when the
+// slot ends: one whose call's grants left just the hold free, or whose
+// held call released the expired records (Freed). Its first request held
+// in the slot gets the slot's end as its hint, once per slot, unless its
+// own hint comes within probeLate of it; a Client whose call found the
+// hold already free keeps its callers' hints.
+func TestNoteHoldsOwner(t *testing.T) {
+	sent := time.Unix(1000, 0)
+	replied := sent.Add(2 * time.Millisecond)
+	end := probeSlot - 2*time.Millisecond // the slot's end, from the reply
+	long := time.Minute
+	held := func(hint time.Duration) Verdict { return Verdict{Held: true, Res: Result{RetryAfter: hint}} }
+	for _, c := range []struct {
+		name string
+		vs   []Verdict
+		want []time.Duration
+	}{
+		{"found the hold free: keeps the hints", []Verdict{held(long), held(long)}, []time.Duration{long, long}},
+		{"granted down to the hold: its first held comes back",
+			[]Verdict{{Res: Result{Granted: true, Remaining: 1}}, held(long), held(long)}, []time.Duration{0, end, long}},
+		{"granted with more left: made nothing", []Verdict{{Res: Result{Granted: true, Remaining: 3}}, held(long)}, []time.Duration{0, long}},
+		{"released what it holds", []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}, []time.Duration{end}},
+		{"its hint comes soon after the slot", []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: end + probeLate}}}, []time.Duration{end + probeLate}},
+	} {
+		e, _ := newFakeEngine(Options{})
+		l := &lane{key: "p"}
+		e.MarkRefused("p", sent, time.Second)
+		b := Reply{Verdicts: append([]Verdict(nil), c.vs...)}
+		e.noteHolds(l, &b, sent, 1, replied)
+		for i, v := range b.Verdicts {
+			if v.Res.RetryAfter != c.want[i] {
+				t.Errorf("%s: request %d retries after %v, want %v", c.name, i, v.Res.RetryAfter, c.want[i])
+			}
+		}
+	}
+
+	// Once per slot: a later held call of the maker keeps its hint; the
+	// next slot sends one back again.
+	e, _ := newFakeEngine(Options{})
+	l := &lane{key: "p"}
+	e.MarkRefused("p", sent, time.Second)
+	first := Reply{Verdicts: []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}}
+	e.noteHolds(l, &first, sent, 1, replied)
+	again := Reply{Verdicts: []Verdict{held(long)}}
+	e.noteHolds(l, &again, sent.Add(10*time.Millisecond), 1, sent.Add(12*time.Millisecond))
+	if d := again.Verdicts[0].Res.RetryAfter; d != long {
+		t.Errorf("a second held call in the slot retries after %v, want its hint", d)
+	}
+	nextAt := sent.Add(probeSlot)
+	next := Reply{Verdicts: []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}}
+	e.noteHolds(l, &next, nextAt, 1, nextAt.Add(2*time.Millisecond))
+	if d := next.Verdicts[0].Res.RetryAfter; d != end {
+		t.Errorf("the next slot's maker retries after %v, want %v", d, end)
 	}
 }
