@@ -47,6 +47,11 @@ func parseURL(raw string) (*redis.Options, error) {
 	if strings.ContainsAny(raw[start:end], "/?#") {
 		return nil, usagef("bad Redis URL %s: percent-encode '/', '?', '#' and '@' in the user and password", redactURL(raw))
 	}
+	if !strings.Contains(raw, "://") {
+		// host:port alone: url.Parse would say "first path segment in URL
+		// cannot contain colon", which tells nobody what to write.
+		return nil, usagef("bad Redis URL %s: no scheme; write redis://%s (rediss:// for TLS, unix:// for a socket)", redactURL(raw), redactURL(raw))
+	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, usagef("bad Redis URL %s: %s", redactURL(raw), redact(err.Error(), raw))

@@ -37,3 +37,21 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// A URL without a scheme (host:port, as redis-cli takes it) gets a hint
+// that says what to write, not url.Parse's "first path segment in URL
+// cannot contain colon"; a password in it stays hidden.
+func TestURLWithoutScheme(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"127.0.0.1:6379", "write redis://127.0.0.1:6379"},
+		{"alice:s3cretpw@127.0.0.1:6379/0", "write redis://xxxxx@127.0.0.1:6379/0"},
+	} {
+		_, err := parseURL(c.raw)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("parseURL(%q): %v, want a usage error that says %q", c.raw, err, c.want)
+		}
+	}
+	if _, err := parseURL("redis://127.0.0.1:6379/0"); err != nil {
+		t.Errorf("a URL with its scheme: %v", err)
+	}
+}
