@@ -54,22 +54,21 @@ func SetProbeClock(at func(now time.Time, interval time.Duration) (in, full bool
 
 // DecideHolding runs the acquire script once for ns, as a batch of
 // blocking callers would in a probe window holding k permits (strict:
-// the waiters' form), and returns per request whether it was granted,
-// whether it was held, and whether it was held by a call that released
-// expired records (engine.Verdict.Freed).
-func DecideHolding(ctx context.Context, l *Limiter, strict bool, k int64, ns ...int64) (granted, held, freed []bool, err error) {
+// the waiters' form), and returns per request whether it was granted and
+// whether it was held.
+func DecideHolding(ctx context.Context, l *Limiter, strict bool, k int64, ns ...int64) (granted, held []bool, err error) {
 	form := engine.Form{Kind: engine.Table, Hold: k}
 	if strict {
 		form.Kind = engine.Strict
 	}
 	b := l.target().Decide(ctx, form, ns)
 	if b.Err != nil {
-		return nil, nil, nil, b.Err
+		return nil, nil, b.Err
 	}
 	for _, v := range b.Verdicts {
-		granted, held, freed = append(granted, v.Res.Granted), append(held, v.Held), append(freed, v.Freed)
+		granted, held = append(granted, v.Res.Granted), append(held, v.Held)
 	}
-	return granted, held, freed, nil
+	return granted, held, nil
 }
 
 // HoldAll is the hold of a full probe window.

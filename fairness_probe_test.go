@@ -2,6 +2,7 @@ package ratelimiter_test
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,18 +25,17 @@ func TestHoldForms(t *testing.T) {
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 3, Interval: time.Minute})
 	require.NoError(t, err)
 
-	granted, held, freed, err := ratelimiter.DecideHolding(ctx, l, false, 1, 1, 1, 1)
+	granted, held, err := ratelimiter.DecideHolding(ctx, l, false, 1, 1, 1, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, false}, granted, "3 free, one held: two granted")
 	require.Equal(t, []bool{false, false, true}, held)
-	require.Equal(t, []bool{false, false, false}, freed, "no record expired")
 
-	granted, held, freed, err = ratelimiter.DecideHolding(ctx, l, false, 1, 2)
+	granted, held, err = ratelimiter.DecideHolding(ctx, l, false, 1, 2)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, granted)
 	require.Equal(t, []bool{false}, held, "1 free, 2 asked: refused for want of permits, not held")
 
-	granted, held, freed, err = ratelimiter.DecideHolding(ctx, l, true, 1, 1, 1)
+	granted, held, err = ratelimiter.DecideHolding(ctx, l, true, 1, 1, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, granted)
 	require.Equal(t, []bool{true, false}, held, "strict: the one behind the held waiter is refused, not held")
@@ -47,100 +47,62 @@ func TestHoldForms(t *testing.T) {
 	m := c.Limiter(uniqueName(t))
 	_, err = m.TrySetRate(ctx, ratelimiter.Config{Rate: 2, Interval: time.Minute})
 	require.NoError(t, err)
-	granted, held, freed, err = ratelimiter.DecideHolding(ctx, m, true, ratelimiter.HoldAll, 1)
+	granted, held, err = ratelimiter.DecideHolding(ctx, m, true, ratelimiter.HoldAll, 1)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, granted)
 	require.Equal(t, []bool{true}, held, "a full window holds every permit")
-	require.Equal(t, []bool{false}, freed)
-
-	// A call that releases an expired record and holds its permit says so
-	// (it made the hold: probe.go); a call that finds it already free and
-	// holds it does not. The record expires in real time: the calls go on
-	// until one is held, and that first one released the record.
-	e := c.Limiter(uniqueName(t))
-	_, err = e.TrySetRate(ctx, ratelimiter.Config{Rate: 1, Interval: 20 * time.Millisecond})
-	require.NoError(t, err)
-	ok, err := e.TryAcquire(ctx, 1)
-	require.NoError(t, err)
-	require.True(t, ok)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		granted, held, freed, err = ratelimiter.DecideHolding(ctx, e, true, 1, 1)
-		require.NoError(t, err)
-		require.Equal(t, []bool{false}, granted)
-		if held[0] {
-			break
-		}
-		require.False(t, freed[0], "refused for want of permits, yet freed")
-		require.True(t, time.Now().Before(deadline), "the record never expired")
-	}
-	require.Equal(t, []bool{true}, freed, "the call that released the record and held its permit")
-	_, held, freed, err = ratelimiter.DecideHolding(ctx, e, true, 1, 1)
-	require.NoError(t, err)
-	require.Equal(t, []bool{true}, held)
-	require.Equal(t, []bool{false}, freed, "the next call found the permit free")
 }
 
 // In a probe window a Go-only fleet's waiters leave a permit free:
 // 4 waiters on a full window of 4 per second, one Client, its probe clock
 // always in a window. When the records expire, the lane's call grants 3
-// and holds the 4th, which gets its permit probeSlot later; in a full
-// window the lane holds every permit for probeFullSlot first. Without a
-// window all 4 are granted in one call. The check is on the records'
-// stamps (the server's clock), so it bounds waits from below only.
+// and holds the 4th, which keeps its hint: nobody calls when the slot
+// ends, and the 4th gets its permit at the next expiry, an interval
+// later, with the permits that free then. In a full window the lane holds
+// every permit for probeFullSlot first. Without a window all 4 are granted
+// in one call. The checks compare the callers' return times with the
+// fill's stamp (the server's clock, on this machine), so they bound waits
+// from below only.
 func TestProbeHoldsAPermit(t *testing.T) {
-	slot, fullSlot := ratelimiter.ProbeSlots[0], ratelimiter.ProbeSlots[1]
+	fullSlot := ratelimiter.ProbeSlots[1]
 	const slack = 10 * time.Millisecond // the server's clock against this process's
 	for _, tc := range []struct {
 		name     string
 		in, full bool
-		want     []uint32 // permits of the records after the fill, oldest first
 	}{
-		{"no window", false, false, []uint32{4}},
-		{"window", true, false, []uint32{3, 1}},
-		{"full window", true, true, []uint32{3, 1}},
+		{"no window", false, false},
+		{"window", true, false},
+		{"full window", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fill, recs := probeRun(t, tc.in, tc.full)
-			got := make([]uint32, len(recs))
-			for i, r := range recs {
-				got[i] = r.permits
+			fill, done := probeRun(t, tc.in, tc.full)
+			expiry := fill.Add(time.Second)
+			first := expiry
+			if tc.full {
+				first = first.Add(fullSlot)
 			}
-			require.Equal(t, tc.want, got, "the waiters' records")
-			if len(got) < 2 {
+			for i, at := range done[:3] {
+				require.GreaterOrEqual(t, at.Sub(first), -slack, "caller %d returned before its permits could free", i)
+				require.Less(t, at.Sub(expiry), 800*time.Millisecond, "caller %d missed the expiry's permits", i)
+			}
+			last := done[3].Sub(expiry)
+			if !tc.in {
+				require.Less(t, last, 800*time.Millisecond, "no window: all four at the expiry")
 				return
 			}
-			expiry := fill.Add(time.Second)
-			if tc.full {
-				require.GreaterOrEqual(t, recs[0].at.Sub(expiry), fullSlot-slack, "a full window grants nothing for probeFullSlot")
-			}
-			gap := recs[1].at.Sub(recs[0].at)
-			require.GreaterOrEqual(t, gap, slot-fullSlot*time.Duration(boolInt(tc.full))-slack, "the held permit waits out probeSlot")
-			// The next records expire an interval (1 s) after the first:
-			// a held caller that missed its retry would wait for them.
-			require.Less(t, gap, 800*time.Millisecond, "the held permit is taken at the retry, not at the next expiry")
+			// The held caller waits for the next expiry (an interval after
+			// the first 3 got theirs), not for a call of its own when the
+			// slot ends: the permit it left joins that expiry's.
+			require.GreaterOrEqual(t, done[3].Sub(first), time.Second-slack, "the held caller took the permit before the next expiry")
 		})
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// probeRecord is one permit record: its stamp and permits.
-type probeRecord struct {
-	at      time.Time
-	permits uint32
-}
-
 // probeRun fills a 4 per second limiter with one TryAcquire, puts 4
 // goroutines in Acquire(1) on it through one Client whose probe clock
-// says (in, full), waits for them, and returns the fill's stamp and the
-// waiters' records (the fill's has expired by then).
-func probeRun(t *testing.T, in, full bool) (time.Time, []probeRecord) {
+// says (in, full), waits for them, and returns the fill's stamp and when
+// each caller returned, earliest first.
+func probeRun(t *testing.T, in, full bool) (time.Time, []time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rdb := newRedis(t)
@@ -153,18 +115,34 @@ func probeRun(t *testing.T, in, full bool) (time.Time, []probeRecord) {
 	require.True(t, ok)
 	fill := readRecords(t, rdb, l)
 	require.Len(t, fill, 1)
+	var mu sync.Mutex
+	var done []time.Time
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- l.Acquire(ctx, 1) }()
+		go func() {
+			defer wg.Done()
+			err := l.Acquire(ctx, 1)
+			mu.Lock()
+			done = append(done, time.Now())
+			mu.Unlock()
+			errs <- err
+		}()
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	return fill[0].at, readRecords(t, rdb, l)
+	sort.Slice(done, func(i, j int) bool { return done[i].Before(done[j]) })
+	return fill[0].at, done
+}
+
+// probeRecord is one permit record: its stamp and permits.
+type probeRecord struct {
+	at      time.Time
+	permits uint32
 }
 
 // readRecords returns l's permit records, oldest first.

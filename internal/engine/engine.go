@@ -49,9 +49,6 @@ type Verdict struct {
 	Res  Result
 	Err  error // an error for this request only (ErrPermitsExceedRate)
 	Held bool  // refused only to hold permits free (a probe window's hold)
-	// Freed: Held, by a call that released expired records (it freed
-	// permits; probe.go's noteHolds).
-	Freed bool
 }
 
 // Reply is what one script call decided: a Verdict per request, or Err

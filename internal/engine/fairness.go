@@ -82,8 +82,9 @@ type fleet struct {
 	slotAt   time.Time
 	slotFull bool
 	slotWin  int64
-	madeAt   time.Time // this Client's call last made a hold (noteHolds)
-	retryFor time.Time // the slot (its slotAt) whose retry was sent back
+	// retakeFor: the slot (its slotAt) whose first held caller was sent
+	// back for the permit at its end.
+	retakeFor time.Time
 }
 
 // tally counts permits over the last tallySlots slots of interval/

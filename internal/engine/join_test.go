@@ -86,22 +86,19 @@ func TestJoin(t *testing.T) {
 	if o := recv(t, "w1", w1); !o.Res.Granted {
 		t.Errorf("w1: %+v", o)
 	}
-	waitTimers(t, r.c, 1113*ms) // w2 was held: it calls again probeSlot after
+	waitTimers(t, r.c, 2006*ms) // w2 was held: it keeps its hint, the next expiry
 	r.censuses(t, 2)
 
-	// Redisson takes the permit the hold left free; held once per window,
-	// w2 calls without a hold.
+	// Redisson takes the permit the hold left free. Out of the windows
+	// from here (the next window's hold is TestHoldEveryWindow's), until
+	// Go-only again below.
 	r.c.AdvanceTo(at(1050 * ms))
 	r.foreign(t, 1)
-	r.c.AdvanceTo(at(1113 * ms))
-	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
-		t.Errorf("w2's call after its hold: %v, want Strict without a hold", c.form)
-	}
-	// Out of the windows from here (the next window's hold is
-	// TestHoldEveryWindow's), until Go-only again below.
 	r.probeIn.Store(false)
-	waitTimers(t, r.c, 2006*ms)
 	r.c.AdvanceTo(at(2006 * ms))
+	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
+		t.Errorf("w2's call out of the windows: %v, want Strict without a hold", c.form)
+	}
 	if o := recv(t, "w2", w2); !o.Res.Granted {
 		t.Errorf("w2: %+v", o)
 	}
@@ -249,11 +246,11 @@ func TestJoinSpreadSteps(t *testing.T) {
 	}
 }
 
-// Every window holds once: a contended Go-only limiter's waiters' call
-// leaves a permit free in each window (an interval here) until a call is
-// held; for probeSlot after that the calls hold it, then none for the
-// rest of the window; the next window holds again. Nobody else takes the
-// permits here, so the held waiters take them when the slot ends.
+// Every window holds once: a contended Go-only limiter's calls leave a
+// permit free in each window (an interval here) until a call is held. The
+// held waiter keeps its hint (no call when the slot ends), so the permit
+// it left idles until the next expiry, where the next window's first call
+// takes it and holds one again.
 func TestHoldEveryWindow(t *testing.T) {
 	r := newJoinRig()
 	r.probeIn.Store(true)
@@ -261,42 +258,43 @@ func TestHoldEveryWindow(t *testing.T) {
 	if o := r.e.Try(bg, r.lim, 2, false); !o.Res.Granted {
 		t.Fatalf("filling Try: %+v", o)
 	}
-	waiters := func() []<-chan Outcome {
-		var w []<-chan Outcome
-		for i := 1; i <= 2; i++ {
-			w = append(w, goWait(bg, r.e, r.lim, 1, time.Time{}))
-			waitFor(t, "waiter queued", func() bool { return r.e.Waiters("j") == i })
-		}
-		return w
-	}
-	step := func(to time.Duration, hold int64, what string) {
+	step := func(to time.Duration, what string) {
 		t.Helper()
-		waitTimers(t, r.c, to)
 		r.c.AdvanceTo(at(to))
-		if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: hold}) {
-			t.Fatalf("%s at %v: %v, want Strict holding %d", what, to, c.form, hold)
+		if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) {
+			t.Fatalf("%s at %v: %v, want Strict holding 1", what, to, c.form)
 		}
 	}
 
 	// Window 1: both permits free at 1003 ms; one granted, one held.
-	w := waiters()
+	w0 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitFor(t, "w0 queued", func() bool { return r.e.Waiters("j") == 1 })
+	w1 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitFor(t, "w1 queued", func() bool { return r.e.Waiters("j") == 2 })
 	r.censuses(t, 1) // the refusals' census: a Go-only window
-	step(1003*ms, 1, "the waiters' first call of window 1")
-	if o := recv(t, "w0", w[0]); !o.Res.Granted {
+	waitTimers(t, r.c, 1003*ms)
+	step(1003*ms, "the waiters' first call of window 1")
+	if o := recv(t, "w0", w0); !o.Res.Granted {
 		t.Fatalf("w0: %+v", o)
 	}
-	step(1003*ms+probeSlot, 0, "the held waiter's call at the slot's end")
-	if o := recv(t, "w1", w[1]); !o.Res.Granted {
+	waitTimers(t, r.c, 2006*ms) // w1 held: its hint, w0's record's expiry; nothing at the slot's end
+
+	// Window 2: w0's record frees at 2006 ms; with the permit w1 left,
+	// two are free: w1 is granted, one stays free, and a new caller is
+	// held for it.
+	step(2006*ms, "w1's call, window 2's first")
+	if o := recv(t, "w1", w1); !o.Res.Granted {
 		t.Fatalf("w1: %+v", o)
 	}
+	w2 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitTimers(t, r.c, 3009*ms) // held: w1's record's expiry
+	if c := r.lastCall(); c.form != (Form{Kind: Strict, Hold: 1}) && c.form != (Form{Kind: Table, Hold: 1}) {
+		t.Fatalf("w2's first call: %v, want a hold of 1", c.form)
+	}
 
-	// Window 2: the 1003 ms record frees at 2006 ms; the call holds it.
-	w = waiters()
-	step(2006*ms, 1, "the waiters' first call of window 2")
-	step(2006*ms+probeSlot, 0, "the held waiter's call at the slot's end")
-	for i, ch := range w {
-		if o := recv(t, "window 2 waiter", ch); !o.Res.Granted || o.Waited < 2006*ms+probeSlot-1113*ms {
-			t.Errorf("window 2 waiter %d: %+v", i, o)
-		}
+	// Window 3: the next expiry; its first call holds again.
+	step(3009*ms, "w2's call, window 3's first")
+	if o := recv(t, "w2", w2); !o.Res.Granted {
+		t.Fatalf("w2: %+v", o)
 	}
 }

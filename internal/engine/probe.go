@@ -26,20 +26,23 @@ import (
 // limiter. What takes the permit earlier: a non-blocking call, a lease
 // call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
-// Who takes the permit back when nobody did: only the Client whose call
-// made the hold, one whose grants left just the hold free or that held
-// what it freed (it released the expired records, Freed); its first
-// request held in the slot calls again when the slot ends, unless its
-// hint brings it back within probeLate of that. A call that found only
-// the held permit free, left by another, made nothing: its requests keep
-// their hints. So the fleet's Clients do not all call at the slot's end,
-// one for the permit and the others refused; a slot costs about one
-// script call.
+// Nobody comes back for the permit when the slot ends: the callers held
+// keep their hints, and the next wake after the slot takes it with the
+// permits that free then. A caller sent back at the slot's end takes it
+// at a moment no record frees at, and that new expiry instant stays:
+// every Client's waiters then wake for it each interval (a Go-only
+// fleet's records clump on a few instants, and each costs every Client a
+// script call), so with a call back in every window the fleet's script
+// calls per grant grew window by window (docs/fairness.md, "Cost"). Only
+// when the next expiry is more than probeRetake past the slot's end (a
+// long interval, where a permit idle that long costs more than a new
+// instant's calls), this Client's first caller held in the slot calls
+// again when it ends.
 //
 // What it costs a Go-only fleet: the callers that call in a slot wait up
-// to probeSlot more, about one permit per window comes probeSlot late,
-// and a slot's hold and retake cost a script call or two
-// (docs/fairness.md, "Cost").
+// to probeSlot more, and the permit left free idles until the next expiry
+// after the slot, probeRetake at most: about one grant per window where
+// the fleet's records expire in one clump per interval.
 //
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
@@ -59,7 +62,7 @@ const (
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
-	probeLate      = 20 * time.Millisecond  // how long a held permit may idle after its slot
+	probeRetake    = time.Second            // a held caller waits at most this past its slot for the next expiry
 	// holdAll is a hold no window can keep (rates are at most 2^53-1).
 	holdAll = 1<<53 - 1
 )
@@ -167,65 +170,54 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	return f.windowHold(now, in, full)
 }
 
-// noteHolds notes what a call made at sent with hold k did (now is the
-// reply's time). A call made the hold when it released the expired
-// records whose permit it holds (Freed) or when its grants left just the
-// hold free; a Client that made a hold within probeSlot sends its first
-// request held in that slot back when the slot ends, if that comes more
-// than probeLate before its hint: it takes the permit if nobody did. The
-// others held keep their hints. A held request starts this Client's slot
-// at sent when none runs. In a full slot every request held calls again
-// when its hold changes.
+// noteHolds starts this Client's slot at sent, the time of a call with
+// hold k that held a request, when no slot runs. A request held in the
+// full part of a full slot calls again when that part ends (every permit
+// was held: the clump comes back together). Otherwise the requests held
+// keep their hints, and the permit left free is taken at the next wake
+// after the slot, with the permits that free then; but when this Client's
+// first request held in the slot would wait more than probeRetake past
+// the slot's end (a long interval), it calls again when the slot ends.
+// now is the reply's time.
 func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.Time) {
 	if b.Err != nil {
 		return
 	}
-	held, made := false, false
+	held := false
 	for _, v := range b.Verdicts {
 		held = held || v.Held
-		made = made || v.Freed || v.Res.Granted && v.Res.Remaining <= k
 	}
-	if !held && !made {
+	if !held {
 		return
 	}
 	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
 	if f == nil {
-		e.lanes.mu.Unlock()
-		return
-	}
-	if made {
-		f.madeAt = sent
-	}
-	if !held {
-		e.lanes.mu.Unlock()
 		return
 	}
 	if f.slotAt.IsZero() || sent.Sub(f.slotAt) >= probeSlot {
 		f.slotAt, f.slotFull, f.slotWin = sent, k >= holdAll, probeIndex(sent, f.interval)
 	}
-	ends, full := holdEnds(f.slotAt, f.slotFull, sent), f.slotFull
-	owner := !f.madeAt.IsZero() && sent.Sub(f.madeAt) < probeSlot && !f.retryFor.Equal(f.slotAt)
-	e.lanes.mu.Unlock()
+	if f.slotFull && sent.Before(f.slotAt.Add(probeFullSlot)) {
+		d := f.slotAt.Add(probeFullSlot).Sub(now)
+		for i := range b.Verdicts {
+			if v := &b.Verdicts[i]; v.Held && d < v.Res.RetryAfter {
+				v.Res.RetryAfter = max(d, time.Millisecond)
+			}
+		}
+		return
+	}
+	if f.retakeFor.Equal(f.slotAt) {
+		return // this slot's retake is out
+	}
+	d := f.slotAt.Add(probeSlot).Sub(now)
 	for i := range b.Verdicts {
-		v := &b.Verdicts[i]
-		d := ends.Sub(now)
-		if !v.Held || d >= v.Res.RetryAfter {
-			continue
-		}
-		if full {
-			v.Res.RetryAfter = max(d, time.Millisecond)
-			continue
-		}
-		if owner && v.Res.RetryAfter > d+probeLate {
-			// The Client that made the hold sends one caller back when
-			// the slot ends, for the permit if nobody took it, unless its
-			// hint brings it back soon after; the others keep their hints.
-			v.Res.RetryAfter = max(d, time.Millisecond)
-			e.lanes.mu.Lock()
-			f.retryFor = f.slotAt
-			e.lanes.mu.Unlock()
-			return
+		if v := &b.Verdicts[i]; v.Held {
+			if v.Res.RetryAfter > d+probeRetake {
+				v.Res.RetryAfter, f.retakeFor = max(d, time.Millisecond), f.slotAt
+			}
+			return // the first held decides
 		}
 	}
 }

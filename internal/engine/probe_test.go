@@ -242,58 +242,46 @@ func TestProbeFullWindow(t *testing.T) {
 	}
 }
 
-// Only the Client that made a slot's hold sends a caller back when the
-// slot ends: one whose call's grants left just the hold free, or whose
-// held call released the expired records (Freed). Its first request held
-// in the slot gets the slot's end as its hint, once per slot, unless its
-// own hint comes within probeLate of it; a Client whose call found the
-// hold already free keeps its callers' hints.
-func TestNoteHoldsOwner(t *testing.T) {
+// Outside a full slot the requests held keep their hints, so that the
+// permit is taken at the next expiry with the permits that free then, not
+// at a moment of its own that would become a new expiry instant; only
+// when this Client's first request held in a slot would wait more than
+// probeRetake past the slot's end does it call again when the slot ends,
+// once per slot.
+func TestNoteHoldsKeepHints(t *testing.T) {
 	sent := time.Unix(1000, 0)
 	replied := sent.Add(2 * time.Millisecond)
 	end := probeSlot - 2*time.Millisecond // the slot's end, from the reply
-	long := time.Minute
-	held := func(hint time.Duration) Verdict { return Verdict{Held: true, Res: Result{RetryAfter: hint}} }
+	near := end + probeRetake             // the longest hint kept
 	for _, c := range []struct {
-		name string
-		vs   []Verdict
-		want []time.Duration
+		name  string
+		hints []time.Duration // of the held requests
+		want  []time.Duration
 	}{
-		{"found the hold free: keeps the hints", []Verdict{held(long), held(long)}, []time.Duration{long, long}},
-		{"granted down to the hold: its first held comes back",
-			[]Verdict{{Res: Result{Granted: true, Remaining: 1}}, held(long), held(long)}, []time.Duration{0, end, long}},
-		{"granted with more left: made nothing", []Verdict{{Res: Result{Granted: true, Remaining: 3}}, held(long)}, []time.Duration{0, long}},
-		{"released what it holds", []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}, []time.Duration{end}},
-		{"its hint comes soon after the slot", []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: end + probeLate}}}, []time.Duration{end + probeLate}},
+		{"next expiry within probeRetake of the slot's end", []time.Duration{near, time.Minute}, []time.Duration{near, time.Minute}},
+		{"a long interval: the first held comes back", []time.Duration{time.Minute, time.Minute}, []time.Duration{end, time.Minute}},
 	} {
 		e, _ := newFakeEngine(Options{})
 		l := &lane{key: "p"}
 		e.MarkRefused("p", sent, time.Second)
-		b := Reply{Verdicts: append([]Verdict(nil), c.vs...)}
+		b := Reply{Verdicts: []Verdict{{Res: Result{Granted: true, Remaining: 1}}}}
+		for _, h := range c.hints {
+			b.Verdicts = append(b.Verdicts, Verdict{Held: true, Res: Result{RetryAfter: h}})
+		}
 		e.noteHolds(l, &b, sent, 1, replied)
-		for i, v := range b.Verdicts {
-			if v.Res.RetryAfter != c.want[i] {
-				t.Errorf("%s: request %d retries after %v, want %v", c.name, i, v.Res.RetryAfter, c.want[i])
+		for i, want := range c.want {
+			if d := b.Verdicts[1+i].Res.RetryAfter; d != want {
+				t.Errorf("%s: held request %d retries after %v, want %v", c.name, i, d, want)
 			}
 		}
-	}
-
-	// Once per slot: a later held call of the maker keeps its hint; the
-	// next slot sends one back again.
-	e, _ := newFakeEngine(Options{})
-	l := &lane{key: "p"}
-	e.MarkRefused("p", sent, time.Second)
-	first := Reply{Verdicts: []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}}
-	e.noteHolds(l, &first, sent, 1, replied)
-	again := Reply{Verdicts: []Verdict{held(long)}}
-	e.noteHolds(l, &again, sent.Add(10*time.Millisecond), 1, sent.Add(12*time.Millisecond))
-	if d := again.Verdicts[0].Res.RetryAfter; d != long {
-		t.Errorf("a second held call in the slot retries after %v, want its hint", d)
-	}
-	nextAt := sent.Add(probeSlot)
-	next := Reply{Verdicts: []Verdict{{Held: true, Freed: true, Res: Result{RetryAfter: long}}}}
-	e.noteHolds(l, &next, nextAt, 1, nextAt.Add(2*time.Millisecond))
-	if d := next.Verdicts[0].Res.RetryAfter; d != end {
-		t.Errorf("the next slot's maker retries after %v, want %v", d, end)
+		if f := fleetCopy(e, "p"); !f.slotAt.Equal(sent) || f.slotFull {
+			t.Errorf("%s: slot at %v full %v, want the call's time, not full", c.name, f.slotAt.Sub(sent), f.slotFull)
+		}
+		// Once per slot: a later held call in it keeps its hint.
+		again := Reply{Verdicts: []Verdict{{Held: true, Res: Result{RetryAfter: time.Minute}}}}
+		e.noteHolds(l, &again, sent.Add(10*time.Millisecond), 1, sent.Add(12*time.Millisecond))
+		if c.want[0] == end && again.Verdicts[0].Res.RetryAfter != time.Minute {
+			t.Errorf("%s: a second retake in one slot", c.name)
+		}
 	}
 }

@@ -37,13 +37,6 @@ func newSimWindow(c *fakeClock, rate int64, interval time.Duration) *simWindow {
 // free drops the records that have expired by now and returns the
 // permits left. Call with mu held.
 func (w *simWindow) free(now time.Time) int64 {
-	n, _ := w.settle(now)
-	return n
-}
-
-// settle is free, and reports whether it dropped a record.
-func (w *simWindow) settle(now time.Time) (int64, bool) {
-	before := len(w.recs)
 	live := w.recs[:0]
 	used := int64(0)
 	for _, r := range w.recs {
@@ -53,7 +46,7 @@ func (w *simWindow) settle(now time.Time) (int64, bool) {
 		}
 	}
 	w.recs = live
-	return w.rate - used, len(live) < before
+	return w.rate - used
 }
 
 // hint is the wait until need more permits free, as the scripts give it
@@ -73,7 +66,7 @@ func (w *simWindow) decide(form Form, ns []int64) Reply {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.c.Now()
-	free, released := w.settle(now)
+	free := w.free(now)
 	hold := min(form.Hold, w.rate)
 	vs := make([]Verdict, len(ns))
 	var sum int64
@@ -86,7 +79,6 @@ func (w *simWindow) decide(form Form, ns []int64) Reply {
 			continue
 		}
 		vs[i].Held = !refused && hold > 0 && n <= free
-		vs[i].Freed = vs[i].Held && released
 		refused = true
 	}
 	if sum > 0 {

@@ -131,7 +131,7 @@ func parseVerdicts(reply any, form string, ns []int64) ([]engine.Verdict, error)
 	for i, n := range ns {
 		g, left, hint := nums[3+3*i], max(nums[4+3*i], 0), nums[5+3*i]
 		res := engine.Result{Granted: g == 1, Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}
-		held, freed := g == 2 || g == 3, g == 3
+		held := g == 2
 		switch {
 		case n > rate:
 			out[i] = engine.Verdict{Res: engine.Result{Limit: rate, Interval: interval, Remaining: left, ResetAfter: reset}, Err: ErrPermitsExceedRate}
@@ -139,7 +139,7 @@ func parseVerdicts(reply any, form string, ns []int64) ([]engine.Verdict, error)
 		case !res.Granted:
 			res.RetryAfter = hintDuration(hint)
 		}
-		out[i] = engine.Verdict{Res: res, Held: held, Freed: freed}
+		out[i] = engine.Verdict{Res: res, Held: held}
 	}
 	return out, nil
 }

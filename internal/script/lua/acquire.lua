@@ -33,8 +33,7 @@
 -- permits free (see below).
 -- Reply form '1': -1 on a collision, otherwise a table {rate, interval,
 -- reset, then per request: granted (1, or 0, or 2 when refused only to
--- hold permits free, 3 when that call also released expired records: it
--- freed the permits it holds), permits left after it, hint}.
+-- hold permits free), permits left after it, hint}.
 -- reset is the ms until the oldest record in the window expires (0 when
 -- none). A request over the rate is refused with hint 0 and changes
 -- nothing; the caller reports ErrPermitsExceedRate.
@@ -100,9 +99,8 @@ end
 local form = ARGV[3]
 local single = form == '0'
 -- Forms '1:K' and '2:K' are forms '1' and '2' that grant a request only
--- while K permits stay free after it (a probe window's hold,
--- internal/engine/probe.go); a request refused for that alone reads 2 in
--- its granted field, or 3 when this call released expired records.
+-- while K permits stay free after it (a probe window's hold, fairness_probe.go);
+-- a request refused for that alone reads 2 in its granted field.
 local hold = 0
 if not single and #form > 2 then
   hold = string.sub(form, 3) + 0
@@ -253,13 +251,7 @@ for i = 4, #ARGV do
     stop = strict
   end
   if not single then
-    local g = 0
-    if granted then
-      g = 1
-    elseif held then
-      g = #old > 0 and 3 or 2
-    end
-    out[#out + 1], out[#out + 2], out[#out + 3] = g, value, h
+    out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or (held and 2 or 0), value, h
   end
 end
 
