@@ -46,7 +46,8 @@ type fleetResult struct {
 	// buckets from its first grant to the end (100 when no bucket fits).
 	join    time.Duration
 	worst5s float64
-	javaAbs []int64 // Java's and Go's grant times (Unix ms), for the buckets
+	buckets []float64 // Java's share of each 5 s bucket from its first grant, in percent
+	javaAbs []int64   // Java's and Go's grant times (Unix ms), for the buckets
 	goAbs   []int64
 }
 
@@ -170,7 +171,9 @@ func countShares(javaTimes, goTimes []int64, start time.Time, from, end int64, s
 		r.join = r.javaFirst - s.javaAfter
 		for b := start.Add(r.javaFirst).UnixMilli(); b+5000 <= end; b += 5000 {
 			j, g := inRange(javaTimes, b, b+5000)*s.javaN, inRange(goTimes, b, b+5000)*s.goN
-			r.worst5s = min(r.worst5s, 100*float64(j)/float64(max(1, j+g)))
+			share := 100 * float64(j) / float64(max(1, j+g))
+			r.worst5s = min(r.worst5s, share)
+			r.buckets = append(r.buckets, share)
 		}
 	}
 	for _, x := range javaTimes {
@@ -367,8 +370,8 @@ func TestFleetCheck(t *testing.T) {
 						spec.goAfter = order
 					}
 					r := runFleet(t, v, spec)
-					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% (first grants: java +%v, go +%v)",
-						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.javaFirst, r.goFirst)
+					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% of %.0f (first grants: java +%v, go +%v)",
+						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.buckets, r.javaFirst, r.goFirst)
 					if s := r.share(); s < 35 || s > 65 {
 						t.Errorf("%s %s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, first, s, r.java, r.java+r.goSide)
 					}

@@ -17,10 +17,11 @@ import (
 // So while other writers' records are in a limiter's window (every
 // record this library writes is marked, wire.Member.GoMarked), a Client's
 // blocked callers each wake on their own at their hint plus a uniform
-// delay below a bound, the spread. A controller moves the spread, once
-// per census, toward an even split of the window's permits between this
-// library's records and the others': up when the others hold under half,
-// down when over (with WithForeignWaiters, per waiter of each side).
+// delay below a bound, the spread. A controller moves the spread after a
+// census, at most once an interval, toward an even split of the window's
+// permits between this library's records and the others': up when the
+// others hold under half, down when over (with WithForeignWaiters, per
+// waiter of each side).
 // The delay that gives an even split depends on how the others retry,
 // on how many Go waiters there are and on the machine; the controller
 // finds it instead of a constant.
@@ -35,11 +36,10 @@ import (
 // least 250 ms), only after one of its blocked callers was refused.
 
 const (
-	// The spread's start, bounds and step per census.
+	// The spread's start and bounds.
 	spreadStart = 30 * time.Millisecond
 	spreadMin   = time.Millisecond
 	spreadMax   = 400 * time.Millisecond
-	spreadStep  = 1.25
 	// spreadGain: a census where the others hold share s of the window
 	// multiplies the spread by exp(spreadGain*(0.5-s)).
 	spreadGain = 2.0
@@ -76,6 +76,7 @@ type fleet struct {
 	perWaiter bool // a census weighed per waiter (weigh)
 	censuses  int  // censuses ended, failed ones too (tests wait for them)
 	censusing int  // censuses started and not yet ended
+	steppedAt time.Time // the spread last moved (step)
 	// The probe slot (probe.go): when this Client's calls were first held
 	// in the latest window they were, whether that hold kept every
 	// permit, and that window's number.
@@ -340,19 +341,28 @@ func (f *fleet) ceiling() time.Duration {
 }
 
 // step notes a census that found ours and others' permits in the window
-// (with WithForeignWaiters, per waiter of each side).
+// (with WithForeignWaiters, per waiter of each side): others' permits
+// keep the limiter shared, and while it is shared the spread moves toward
+// an even split, at most once an interval. A census reads the window's
+// last interval, so a step taken half an interval after the last one
+// would count the same grants twice: in the fleet check two steps per
+// interval overshot (the spread down at its floor within two seconds of a
+// Go fleet starting beside Java, then Java starved for seconds). A shared
+// limiter whose census sees none of the others' permits steps as for a
+// share of 0: they are starved, not gone, until foreignHold passes (a
+// gentler step there left Java with a few permits a second for 5-10 s).
 func (f *fleet) step(now time.Time, ours, others float64) {
-	if others == 0 {
-		if f.shared(now) {
-			f.spread = min(time.Duration(float64(f.spread)*spreadStep), f.ceiling())
-		}
-		return
+	if others > 0 {
+		f.foreignUntil = now.Add(foreignHold(f.interval))
 	}
-	f.foreignUntil = now.Add(foreignHold(f.interval))
-	share := others / (ours + others)
+	if !f.shared(now) || now.Sub(f.steppedAt) < f.interval || ours+others <= 0 {
+		return // Go only; a step within the interval the census reads; nothing counted
+	}
+	share := others / (ours + others) // 0 when the others hold none
 	if math.Abs(share-0.5) > evenBand {
 		next := time.Duration(float64(f.spread) * math.Exp(spreadGain*(0.5-share)))
 		f.spread = min(max(next, spreadMin), f.ceiling())
+		f.steppedAt = now
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -47,38 +48,47 @@ func TestSides(t *testing.T) {
 }
 
 // The spread moves toward an even split: up when the others hold under
-// half of the window, down when over, not within the band, and within its
-// bounds.
+// half of the window, down when over, not within the band, within its
+// bounds, and at most once an interval.
 func TestFleetStep(t *testing.T) {
 	now := fakeStart
+	next := func() time.Time { now = now.Add(time.Second); return now }
 	f := &fleet{interval: time.Second, spread: spreadStart}
-	f.step(now, 40, 10)
+	f.step(next(), 40, 10)
 	if f.spread <= spreadStart || !f.shared(now) {
 		t.Fatalf("others hold 20%%: spread %v (from %v), shared %v", f.spread, spreadStart, f.shared(now))
 	}
 	up := f.spread
-	f.step(now, 26, 24)
+	f.step(now.Add(time.Second-time.Millisecond), 40, 10)
+	if f.spread != up {
+		t.Errorf("a second step within the interval: spread moved %v -> %v", up, f.spread)
+	}
+	f.step(next(), 26, 24)
 	if f.spread != up {
 		t.Errorf("others hold 48%%: spread moved %v -> %v", up, f.spread)
 	}
-	f.step(now, 10, 40)
+	f.step(next(), 10, 40)
 	if f.spread >= up {
 		t.Errorf("others hold 80%%: spread %v, want under %v", f.spread, up)
 	}
 	for i := 0; i < 100; i++ {
-		f.step(now, 0, 50)
+		f.step(next(), 0, 50)
 	}
 	if f.spread != spreadMin {
 		t.Errorf("others hold all: spread %v, want the floor %v", f.spread, spreadMin)
 	}
+	f.step(next(), 50, 0) // shared, the others starved: up as for a share of 0
+	if want := time.Duration(float64(spreadMin) * math.Exp(spreadGain*0.5)); f.spread != want {
+		t.Errorf("others starved: spread %v, want %v", f.spread, want)
+	}
 	for i := 0; i < 100; i++ {
-		f.step(now, 50, 0) // shared, the others starved: up
+		f.step(next(), 50, 0)
 	}
 	if f.spread != spreadMax {
 		t.Errorf("others starved: spread %v, want the ceiling %v", f.spread, spreadMax)
 	}
 	g := &fleet{interval: time.Second, spread: spreadStart}
-	g.step(now, 50, 0)
+	g.step(next(), 50, 0)
 	if g.spread != spreadStart || g.shared(now) {
 		t.Errorf("never shared, no others: spread %v, shared %v", g.spread, g.shared(now))
 	}

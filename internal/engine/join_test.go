@@ -187,17 +187,18 @@ func TestJoin(t *testing.T) {
 
 // The controller, census after census on simulated windows: the spread
 // goes up while Redisson holds under half of the window's permits (by
-// exp(2 x (0.5 - share))), down while over, stays within 45-55%, goes up
-// by spreadStep when a census of a shared limiter sees none of Redisson's,
-// and stays within [spreadMin, spreadMax].
+// exp(2 x (0.5 - share))), down while over, stays within 45-55%, steps as
+// for a share of 0 when a census of a shared limiter sees none of
+// Redisson's, moves at most once an interval (a census half an interval
+// after a step changes nothing), and stays within [spreadMin, spreadMax].
 func TestJoinSpreadSteps(t *testing.T) {
 	e, c := newFakeEngine(Options{MaxBatch: 128})
 	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "s"}}
 	e.lanes.mu.Lock()
 	e.lanes.fleetOf("s", time.Second, c.Now())
 	e.lanes.mu.Unlock()
-	census := func(ours, others int64) time.Duration {
-		c.Advance(500 * ms)
+	census := func(after time.Duration, ours, others int64) time.Duration {
+		c.Advance(after)
 		now := c.Now()
 		lim.mu.Lock()
 		lim.records = []Record{record(now.Add(-900*ms), others, false), record(now, ours, true)}
@@ -213,36 +214,39 @@ func TestJoinSpreadSteps(t *testing.T) {
 		return time.Duration(float64(spread) * math.Exp(spreadGain*(0.5-share)))
 	}
 	for _, s := range []struct {
+		after        time.Duration
 		ours, others int64
 		want         func() time.Duration
 	}{
-		{8, 2, func() time.Duration { return step(0.2) }},                                    // up
-		{8, 2, func() time.Duration { return step(0.2) }},                                    // up again
-		{2, 8, func() time.Duration { return step(0.8) }},                                    // down
-		{27, 23, func() time.Duration { return spread }},                                     // 46%: no step
-		{23, 27, func() time.Duration { return spread }},                                     // 54%: no step
-		{10, 0, func() time.Duration { return time.Duration(float64(spread) * spreadStep) }}, // shared, none seen: up
+		{time.Second, 8, 2, func() time.Duration { return step(0.2) }}, // up
+		{500 * ms, 8, 2, func() time.Duration { return spread }},       // half an interval on: no step
+		{500 * ms, 8, 2, func() time.Duration { return step(0.2) }},    // an interval on: up again
+		{time.Second, 2, 8, func() time.Duration { return step(0.8) }}, // down
+		{time.Second, 27, 23, func() time.Duration { return spread }},  // 46%: no step
+		{time.Second, 23, 27, func() time.Duration { return spread }},  // 54%: no step
+		{time.Second, 10, 0, func() time.Duration { return step(0) }},  // shared, none seen: up as for 0
+		{500 * ms, 10, 0, func() time.Duration { return spread }},      // within the interval: no step
 	} {
 		want := s.want()
-		if got := census(s.ours, s.others); got != want {
-			t.Errorf("Go %d, Redisson %d: spread %v, want %v (from %v)", s.ours, s.others, got, want, spread)
+		if got := census(s.after, s.ours, s.others); got != want {
+			t.Errorf("Go %d, Redisson %d, %v on: spread %v, want %v (from %v)", s.ours, s.others, s.after, got, want, spread)
 		}
 		spread = want
 	}
 	for range 50 {
-		spread = census(0, 10)
+		spread = census(time.Second, 0, 10)
 	}
 	if spread != spreadMin {
 		t.Errorf("Redisson holding all for 50 censuses: spread %v, want the floor %v", spread, spreadMin)
 	}
 	for range 50 {
-		spread = census(10, 1)
+		spread = census(time.Second, 10, 1)
 	}
 	if spread != spreadMax {
 		t.Errorf("Redisson starved for 50 censuses: spread %v, want the ceiling %v", spread, spreadMax)
 	}
-	if n := fleetCopy(e, "s").censuses; n != 106 {
-		t.Errorf("%d censuses counted, want 106", n)
+	if n := fleetCopy(e, "s").censuses; n != 108 {
+		t.Errorf("%d censuses counted, want 108", n)
 	}
 }
 
