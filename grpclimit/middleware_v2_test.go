@@ -40,3 +40,19 @@ func TestGoGRPCMiddlewareLimiter(t *testing.T) {
 	require.Len(t, trailer.Get(grpclimit.PushbackTrailer), 1, "%v", trailer)
 	assert.Equal(t, 1, h.count())
 }
+
+// WithSkip holds inside go-grpc-middleware's interceptors too: Limit
+// serves a skipped method without a decision, so a 1-per-minute limiter
+// serves health checks every time.
+func TestGoGRPCMiddlewareSkip(t *testing.T) {
+	l, err := grpclimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: time.Minute}, grpclimit.WithPrefix(prefix(t)),
+		grpclimit.WithSkip(grpclimit.SkipHealthAndReflection))
+	require.NoError(t, err)
+	h := &health{}
+	c := startServer(t, h, grpc.ChainUnaryInterceptor(ratelimit.UnaryServerInterceptor(l)))
+	for i := 0; i < 3; i++ {
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "health check %d", i)
+	}
+	assert.Equal(t, 3, h.count())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/goredisson/ratelimiter"
@@ -115,3 +116,33 @@ func WithShadow() Option { return func(l *Interceptor) { l.shadow = true } }
 // shadow mode and the failure mode apply to each message; FromContext
 // finds no Decision in a stream's context. Unary calls are unchanged.
 func WithPerMessage() Option { return func(l *Interceptor) { l.perMessage = true } }
+
+// WithSkip makes the interceptors serve the calls for which skip returns
+// true without a decision: no permits, no Redis call, no hooks, and no
+// Decision in the handler's context (FromContext finds none). skip gets
+// the call's context and full method ("/package.Service/Method"); for a
+// stream it is asked once, when the stream opens, and a skipped stream's
+// messages are not metered (WithPerMessage). SkipHealthAndReflection is
+// one for gRPC's health and reflection services. A nil skip is an error
+// (ErrInvalidOption).
+func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
+	return func(l *Interceptor) {
+		if skip == nil {
+			l.fail("nil skip function")
+		}
+		l.skip = skip
+	}
+}
+
+// SkipHealthAndReflection reports whether fullMethod is a method of gRPC's
+// health service (grpc.health.v1.Health) or server reflection
+// (grpc.reflection.v1 and v1alpha): probes and tools that a rate limit
+// should not refuse. Pass it to WithSkip.
+func SkipHealthAndReflection(_ context.Context, fullMethod string) bool {
+	for _, svc := range []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"} {
+		if strings.HasPrefix(fullMethod, svc) {
+			return true
+		}
+	}
+	return false
+}

@@ -67,7 +67,8 @@ type Interceptor struct {
 	onError    func(context.Context, string, error)
 	onDecision func(context.Context, Decision)
 	shadow     bool
-	perMessage bool // WithPerMessage
+	perMessage bool                                              // WithPerMessage
+	skip       func(ctx context.Context, fullMethod string) bool // WithSkip; nil: none
 	err        error
 }
 
@@ -130,6 +131,9 @@ func (l *Interceptor) Name(key string) string { return l.Names(key)[0] }
 // before the handler runs, or fails, waits or is served as configured.
 func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if l.skip != nil && l.skip(ctx, info.FullMethod) {
+			return handler(ctx, req)
+		}
 		ctx, err := l.admit(ctx, info.FullMethod, req)
 		if err != nil {
 			return nil, err
@@ -149,6 +153,9 @@ func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // the handler (FromContext finds none).
 func (l *Interceptor) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
+	if l.skip != nil && l.skip(ctx, method) {
+		return nil
+	}
 	_, err := l.admit(ctx, method, nil)
 	return err
 }
@@ -157,6 +164,9 @@ func (l *Interceptor) Limit(ctx context.Context) error {
 // permits once, when it opens, before the handler runs.
 func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if l.skip != nil && l.skip(ss.Context(), info.FullMethod) {
+			return handler(srv, ss)
+		}
 		if l.perMessage {
 			return handler(srv, &metered{ServerStream: ss, l: l, method: info.FullMethod})
 		}

@@ -332,3 +332,55 @@ func TestRetryPolicyWaitsPushback(t *testing.T) {
 	assert.GreaterOrEqual(t, at[2].Sub(at[1]), ds[1].RetryAfter-time.Millisecond, "the retry waited the hint")
 	assert.Equal(t, 2, h.count())
 }
+
+// WithSkip serves the calls it names without a decision: with a rate of
+// 1, Check (skipped) is served every time with no hook, no permit and no
+// Decision in its context, while Watch streams are limited; a nil skip is
+// refused. SkipHealthAndReflection names the health and reflection
+// services' methods only.
+func TestSkip(t *testing.T) {
+	var decisions atomic.Int64
+	var withDecision atomic.Int64
+	skip := func(_ context.Context, m string) bool { return m == "/grpc.health.v1.Health/Check" }
+	l, err := grpclimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: time.Minute}, grpclimit.WithPrefix(prefix(t)),
+		grpclimit.WithSkip(skip),
+		grpclimit.WithDecisionHook(func(context.Context, grpclimit.Decision) { decisions.Add(1) }))
+	require.NoError(t, err)
+	h := &health{check: func(ctx context.Context) {
+		if _, ok := grpclimit.FromContext(ctx); ok {
+			withDecision.Add(1)
+		}
+	}}
+	c := startServer(t, h, interceptors(l)...)
+	for i := 0; i < 3; i++ {
+		_, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "skipped call %d", i)
+	}
+	assert.Equal(t, int64(0), decisions.Load(), "skipped calls decided")
+	assert.Equal(t, int64(0), withDecision.Load(), "a skipped call's context holds a Decision")
+	for i := 0; i < 2; i++ {
+		s, err := c.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		_, err = s.Recv()
+		if i == 0 {
+			require.NoError(t, err, "the first stream")
+		} else {
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+		}
+	}
+	assert.Equal(t, int64(2), decisions.Load(), "the streams, not skipped, were decided")
+
+	_, err = grpclimit.New(newRedis(t), ratelimiter.Config{Rate: 1, Interval: time.Minute}, grpclimit.WithSkip(nil))
+	assert.ErrorIs(t, err, grpclimit.ErrInvalidOption)
+
+	for m, want := range map[string]bool{
+		"/grpc.health.v1.Health/Check":                                   true,
+		"/grpc.health.v1.Health/Watch":                                   true,
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
+		"/shop.Orders/Create":                                            false,
+		"/grpc.health.v1.HealthX/Check":                                  false,
+	} {
+		assert.Equal(t, want, grpclimit.SkipHealthAndReflection(context.Background(), m), m)
+	}
+}
