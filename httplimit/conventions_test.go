@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,6 +117,24 @@ func TestLegacyHeaders(t *testing.T) {
 	plain, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 2, Interval: 10 * time.Second}, httplimit.WithPrefix(prefix(t)))
 	require.NoError(t, err)
 	assert.Empty(t, get(t, serve(t, plain.Handler(&counting{})).URL).Header.Get("X-RateLimit-Limit"), "off by default")
+
+	// WithLegacyResetUnix: the same seconds as RateLimit's t, as a Unix
+	// time (bounded by this process's clock before and after the request).
+	unix, err := httplimit.New(newRedis(t), ratelimiter.Config{Rate: 2, Interval: 10 * time.Second},
+		httplimit.WithPrefix(prefix(t)), httplimit.WithLegacyResetUnix())
+	require.NoError(t, err)
+	usrv := serve(t, unix.Handler(&counting{}))
+	before := time.Now().Unix()
+	res = get(t, usrv.URL)
+	after := time.Now().Unix()
+	require.Equal(t, 200, res.StatusCode)
+	tSec, err := strconv.ParseInt(strings.TrimPrefix(res.Header.Get("RateLimit")[strings.Index(res.Header.Get("RateLimit"), ";t="):], ";t="), 10, 64)
+	require.NoError(t, err)
+	reset, err := strconv.ParseInt(res.Header.Get("X-RateLimit-Reset"), 10, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, reset, before+tSec, "X-RateLimit-Reset as a Unix time")
+	assert.LessOrEqual(t, reset, after+tSec)
+	assert.Equal(t, "2", res.Header.Get("X-RateLimit-Limit"), "legacy headers on")
 }
 
 // WithCost: each request takes its own number of permits (here from a

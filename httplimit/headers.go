@@ -52,7 +52,11 @@ func (l *Middleware) setHeaders(h http.Header, o gate.Outcome, rule string) {
 			h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Limit/l.permits, 10))
 		}
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(t, 10))
+		reset := t
+		if l.legacyUnix {
+			reset += time.Now().Unix()
+		}
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 	}
 }
 

@@ -154,6 +154,7 @@ type Middleware struct {
 	rulePolicies []string
 	headers      bool
 	legacy       bool // WithLegacyHeaders
+	legacyUnix   bool // WithLegacyResetUnix: X-RateLimit-Reset as a Unix time
 	shadow       bool
 	skip         func(*http.Request) bool   // WithSkip; nil: none
 	cost         func(*http.Request) int64  // WithCost; nil: permits per request

@@ -158,12 +158,21 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 }
 
 // WithLegacyHeaders adds X-RateLimit-Limit (requests per window),
-// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until the oldest
-// permit in the window expires, or the retry hint on a refusal) beside the
+// X-RateLimit-Remaining and X-RateLimit-Reset (by default seconds until
+// the oldest permit in the window expires, or the retry hint on a
+// refusal; WithLegacyResetUnix writes a Unix time instead) beside the
 // RateLimit fields, for clients that still parse the older names. They
 // carry the same figures as RateLimit and RateLimit-Policy's binding
 // policy, and are left out when the headers are (WithoutHeaders).
 func WithLegacyHeaders() Option { return func(l *Middleware) { l.legacy = true } }
+
+// WithLegacyResetUnix turns the legacy headers on (WithLegacyHeaders) with
+// X-RateLimit-Reset as a Unix time in seconds (this process's clock plus
+// the seconds RateLimit's t gives), as ulule/limiter and GitHub's API
+// write it, instead of seconds from now.
+func WithLegacyResetUnix() Option {
+	return func(l *Middleware) { l.legacy, l.legacyUnix = true, true }
+}
 
 // WithCost makes each request take cost(r) permits instead of a fixed
 // number: a request's price in tokens, bytes or work. A cost below 1
