@@ -38,13 +38,6 @@ import (
 const (
 	// The spread's start and bounds.
 	spreadStart = 30 * time.Millisecond
-	// joinSpread is the least spread when a census first sees the
-	// others on a limiter that counted as Go only (a Redisson service
-	// joined through a probe window, and is starved so far): a delay
-	// uniform below a 4.x timer tick and 10 ms puts a 4.x waiter first to
-	// a freed permit about half the time, so the join starts near even
-	// instead of climbing from spreadStart an interval a step.
-	joinSpread = probeSlot
 	spreadMin   = time.Millisecond
 	spreadMax   = 400 * time.Millisecond
 	// spreadGain: a census where the others hold share s of the window
@@ -358,13 +351,8 @@ func (f *fleet) ceiling() time.Duration {
 // limiter whose census sees none of the others' permits steps as for a
 // share of 0: they are starved, not gone, until foreignHold passes (a
 // gentler step there left Java with a few permits a second for 5-10 s).
-// The census that first sees the others on a Go-only limiter (a join)
-// raises the spread to joinSpread at least.
 func (f *fleet) step(now time.Time, ours, others float64) {
 	if others > 0 {
-		if !f.shared(now) {
-			f.spread = max(f.spread, min(joinSpread, f.ceiling()))
-		}
 		f.foreignUntil = now.Add(foreignHold(f.interval))
 	}
 	if !f.shared(now) || now.Sub(f.steppedAt) < f.interval || ours+others <= 0 {

@@ -213,13 +213,13 @@ func TestForeignWaitersStep(t *testing.T) {
 	f.granted.add(now, f.interval, 80) // 40 per interval
 	a, b := e.weigh(f, now, 45, 5)
 	f.step(now, a, b)
-	if f.spread != joinSpread {
-		t.Errorf("5 per waiter each side: spread %v, want joinSpread (the census that saw them first) and no step", f.spread)
+	if f.spread != spreadStart {
+		t.Errorf("5 per waiter each side: spread moved to %v", f.spread)
 	}
 	a, b = e.weigh(f, now, 45, 20)
 	f.step(now, a, b)
-	if f.spread >= joinSpread {
-		t.Errorf("others 20 per waiter, ours 5: spread %v, want under %v", f.spread, joinSpread)
+	if f.spread >= spreadStart {
+		t.Errorf("others 20 per waiter, ours 5: spread %v, want under %v", f.spread, spreadStart)
 	}
 	e.lanes.mu.Unlock()
 	e.blocking(key, -1, 20) // a caller granted 20 leaves: counted at the Engine's time

@@ -10,8 +10,8 @@ import (
 )
 
 // joinRig is an Engine in a probe window (on demand) and a simulated
-// limiter of 2 permits a second on a fake clock; the spread's draw is
-// rigDraw whatever its bound.
+// limiter of 2 permits a second on a fake clock; the spread's draw is half
+// its bound.
 type joinRig struct {
 	e       *Engine
 	c       *fakeClock
@@ -20,15 +20,10 @@ type joinRig struct {
 	probeIn atomic.Bool
 }
 
-// rigDraw is every draw of a joinRig: the times its tests wait for do
-// not move with the spread, which they check apart.
-const rigDraw = spreadStart / 2
-
 func newJoinRig() *joinRig {
 	r := &joinRig{}
 	r.e, r.c = newFakeEngine(Options{MaxBatch: 128,
-		Probe: func(time.Time, time.Duration) (bool, bool) { return r.probeIn.Load(), false },
-		Draw:  func(time.Duration) time.Duration { return rigDraw }})
+		Probe: func(time.Time, time.Duration) (bool, bool) { return r.probeIn.Load(), false }})
 	r.w = newSimWindow(r.c, 2, time.Second)
 	r.lim = simLimiter("j", r.w)
 	return r
@@ -113,20 +108,20 @@ func TestJoin(t *testing.T) {
 	waitTimers(t, r.c, 2053*ms)
 	r.censuses(t, 3)
 	f := fleetCopy(r.e, "j")
-	if !f.foreignUntil.Equal(at(2006*ms).Add(foreignHold(time.Second))) || f.spread != joinSpread {
-		t.Fatalf("census with an even split: shared until %v, spread %v; want %v, joinSpread (a join; no step)",
+	if !f.foreignUntil.Equal(at(2006*ms).Add(foreignHold(time.Second))) || f.spread != spreadStart {
+		t.Fatalf("census with an even split: shared until %v, spread %v; want %v, unchanged",
 			since(f.foreignUntil), f.spread, 2006*ms+foreignHold(time.Second))
 	}
 
 	// Shared: no hold in a probe window; the refused waiter leaves the
-	// queue and wakes on its own at its hint plus a draw less hintPad.
+	// queue and wakes on its own at its hint plus spread/2 less hintPad.
 	r.c.AdvanceTo(at(2050 * ms))
 	r.foreign(t, 1)
 	r.c.AdvanceTo(at(2053 * ms))
 	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
 		t.Errorf("the waiters' call while shared: %v, want Strict without a hold", c.form)
 	}
-	own := 2053*ms + 956*ms + rigDraw - hintPad // refused at 2053 ms with a 956 ms hint
+	own := 2053*ms + 956*ms + spreadStart/2 - hintPad // refused at 2053 ms with a 956 ms hint
 	waitTimers(t, r.c, own)
 	if n := r.e.Waiters("j"); n != 0 {
 		t.Errorf("%d queued waiters while shared, want 0", n)
@@ -136,7 +131,7 @@ func TestJoin(t *testing.T) {
 	calls := len(r.lim.seen())
 	ctx4, cancel4 := context.WithCancel(bg)
 	w4 := goWait(ctx4, r.e, r.lim, 1, time.Time{})
-	waitTimers(t, r.c, 2053*ms+rigDraw, own)
+	waitTimers(t, r.c, 2053*ms+spreadStart/2, own)
 	if n := len(r.lim.seen()); n != calls {
 		t.Errorf("a deferred call made %d calls", n-calls)
 	}
@@ -151,11 +146,11 @@ func TestJoin(t *testing.T) {
 	r.c.AdvanceTo(at(3009 * ms))
 	r.foreign(t, 1)
 	r.c.AdvanceTo(at(own))
-	next := own + 32*ms + rigDraw - hintPad // the 2050 ms record frees 32 ms later; drawn before the census
+	next := own + 32*ms + spreadStart/2 - hintPad // the 2050 ms record frees 32 ms later; drawn before the census
 	waitTimers(t, r.c, next)
 	r.censuses(t, 4)
 	f = fleetCopy(r.e, "j")
-	down := time.Duration(float64(joinSpread) * math.Exp(-1))
+	down := time.Duration(float64(spreadStart) * math.Exp(-1))
 	if f.spread != down || !f.foreignUntil.Equal(at(own).Add(foreignHold(time.Second))) {
 		t.Errorf("census with Redisson holding all: spread %v, shared until %v; want %v, %v",
 			f.spread, since(f.foreignUntil), down, own+foreignHold(time.Second))
@@ -214,7 +209,7 @@ func TestJoinSpreadSteps(t *testing.T) {
 		e.census(lim, "s")
 		return fleetCopy(e, "s").spread
 	}
-	spread := joinSpread // the first census that sees Redisson is a join
+	spread := spreadStart
 	step := func(share float64) time.Duration {
 		return time.Duration(float64(spread) * math.Exp(spreadGain*(0.5-share)))
 	}
@@ -223,14 +218,14 @@ func TestJoinSpreadSteps(t *testing.T) {
 		ours, others int64
 		want         func() time.Duration
 	}{
-		{time.Second, 8, 2, func() time.Duration { return step(0.2) }},                // up
-		{500 * ms, 8, 2, func() time.Duration { return spread }},                      // half an interval on: no step
-		{500 * ms, 8, 2, func() time.Duration { return step(0.2) }},                   // an interval on: up again
-		{time.Second, 2, 8, func() time.Duration { return step(0.8) }},                // down
-		{time.Second, 27, 23, func() time.Duration { return spread }},                 // 46%: no step
-		{time.Second, 23, 27, func() time.Duration { return spread }},                 // 54%: no step
-		{time.Second, 10, 0, func() time.Duration { return min(step(0), spreadMax) }}, // shared, none seen: up as for 0
-		{500 * ms, 10, 0, func() time.Duration { return spread }},                     // within the interval: no step
+		{time.Second, 8, 2, func() time.Duration { return step(0.2) }}, // up
+		{500 * ms, 8, 2, func() time.Duration { return spread }},       // half an interval on: no step
+		{500 * ms, 8, 2, func() time.Duration { return step(0.2) }},    // an interval on: up again
+		{time.Second, 2, 8, func() time.Duration { return step(0.8) }}, // down
+		{time.Second, 27, 23, func() time.Duration { return spread }},  // 46%: no step
+		{time.Second, 23, 27, func() time.Duration { return spread }},  // 54%: no step
+		{time.Second, 10, 0, func() time.Duration { return step(0) }},  // shared, none seen: up as for 0
+		{500 * ms, 10, 0, func() time.Duration { return spread }},      // within the interval: no step
 	} {
 		want := s.want()
 		if got := census(s.after, s.ours, s.others); got != want {
