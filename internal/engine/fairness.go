@@ -73,9 +73,9 @@ type fleet struct {
 	// limiter now, and the permits granted to them lately.
 	blocked   int
 	granted   tally
-	perWaiter bool // a census weighed per waiter (weigh)
-	censuses  int  // censuses ended, failed ones too (tests wait for them)
-	censusing int  // censuses started and not yet ended
+	perWaiter bool      // a census weighed per waiter (weigh)
+	censuses  int       // censuses ended, failed ones too (tests wait for them)
+	censusing int       // censuses started and not yet ended
 	steppedAt time.Time // the spread last moved (step)
 	// The probe slot (probe.go): when this Client's calls were first held
 	// in the latest window they were, whether that hold kept every
