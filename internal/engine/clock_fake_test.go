@@ -119,32 +119,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // AdvanceTo moves the clock on to end (never back), firing every timer
 // due by then, as Advance does.
 func (c *fakeClock) AdvanceTo(end time.Time) {
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.when.After(end) && (next == nil || t.when.Before(next.when) || t.when.Equal(next.when) && t.seq < next.seq) {
-				next = t
-			}
-		}
-		if next == nil {
-			if end.After(c.now) {
-				c.now = end
-			}
-			c.mu.Unlock()
-			return
-		}
-		if next.when.After(c.now) {
-			c.now = next.when
-		}
-		next.unlink()
-		now := c.now
-		c.mu.Unlock()
-		if next.f != nil {
-			next.f()
-		} else {
-			next.ch <- now // buffered, drained by Stop and Reset: never blocks
-		}
+	for c.fireNext(end) {
 	}
 }
 
@@ -318,9 +293,11 @@ func (c *fakeClock) sleepers() int {
 	return n
 }
 
-// fireNext moves the clock to the earliest pending timer and fires that
-// one alone, unless none is pending by end (false; the clock moves to
-// end).
+// fireNext moves the clock to the earliest pending timer (by time, then
+// by when it was set) and fires that one alone, unless none is pending by
+// end (false; the clock moves to end). An AfterFunc's function runs on
+// this goroutine, or through onTimer when set; a NewTimer's channel gets
+// the time (buffered, drained by Stop and Reset: never blocks).
 func (c *fakeClock) fireNext(end time.Time) bool {
 	c.mu.Lock()
 	var next *fakeTimer
