@@ -159,9 +159,10 @@ func readRecords(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter) []prob
 }
 
 // A blocking call that finds only the held permit free is held once and
-// then granted without the hold (heldLike carries the hold to the
-// caller's next request: without it the call would be held again and
-// again in a window that never ends, as here). A call that finds permits
+// then granted without the hold: its next expiry is a minute away, so it
+// calls again when its slot ends (probeRetake), and a Client holds
+// nothing more in a window after its slot (without that it would be held
+// again and again in a window that never ends, as here). A call that finds permits
 // to spare on a limiter not contended lately is never held, even in a
 // full window.
 func TestHoldFirstCall(t *testing.T) {

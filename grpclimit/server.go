@@ -131,7 +131,7 @@ func (l *Interceptor) Name(key string) string { return l.Names(key)[0] }
 // before the handler runs, or fails, waits or is served as configured.
 func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if l.skip != nil && l.skip(ctx, info.FullMethod) {
+		if l.skipped(ctx, info.FullMethod) {
 			return handler(ctx, req)
 		}
 		ctx, err := l.admit(ctx, info.FullMethod, req)
@@ -153,7 +153,7 @@ func (l *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // the handler (FromContext finds none).
 func (l *Interceptor) Limit(ctx context.Context) error {
 	method, _ := grpc.Method(ctx)
-	if l.skip != nil && l.skip(ctx, method) {
+	if l.skipped(ctx, method) {
 		return nil
 	}
 	_, err := l.admit(ctx, method, nil)
@@ -164,7 +164,7 @@ func (l *Interceptor) Limit(ctx context.Context) error {
 // permits once, when it opens, before the handler runs.
 func (l *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if l.skip != nil && l.skip(ss.Context(), info.FullMethod) {
+		if l.skipped(ss.Context(), info.FullMethod) {
 			return handler(srv, ss)
 		}
 		if l.perMessage {
@@ -205,6 +205,12 @@ type stream struct {
 
 // Context returns the stream's context with the Decision.
 func (s *stream) Context() context.Context { return s.ctx }
+
+// skipped reports whether WithSkip serves the call to method without a
+// decision.
+func (l *Interceptor) skipped(ctx context.Context, method string) bool {
+	return l.skip != nil && l.skip(ctx, method)
+}
 
 // admit decides a call; msg is what Rule.Cost reads. It returns the
 // context for the handler, or the error to fail the call with.

@@ -35,14 +35,13 @@ import (
 // script call), so with a call back in every window the fleet's script
 // calls per grant grew window by window (docs/fairness.md, "Cost"). Only
 // when the next expiry is more than probeRetake past the slot's end (a
-// long interval, where a permit idle that long costs more than a new
-// instant's calls), this Client's first caller held in the slot calls
-// again when it ends.
+// long interval: its held caller would otherwise wait that much longer),
+// this Client's first caller held in the slot calls again when it ends.
 //
 // What it costs a Go-only fleet: the callers that call in a slot wait up
 // to probeSlot more, and the permit left free idles until the next expiry
-// after the slot, probeRetake at most: about one grant per window where
-// the fleet's records expire in one clump per interval.
+// after the slot (at most probeRetake past it): about one grant per
+// window where the fleet's records expire in one clump per interval.
 //
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
@@ -107,7 +106,7 @@ func (f *fleet) windowHold(now time.Time, in, full bool) int64 {
 			return holdAll
 		case since < probeSlot:
 			return 1
-		case f.slotWin == probeIndex(now, f.interval):
+		case probeIndex(f.slotAt, f.interval) == probeIndex(now, f.interval):
 			return 0
 		}
 	}
@@ -197,10 +196,10 @@ func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.
 		return
 	}
 	if f.slotAt.IsZero() || sent.Sub(f.slotAt) >= probeSlot {
-		f.slotAt, f.slotFull, f.slotWin = sent, k >= holdAll, probeIndex(sent, f.interval)
+		f.slotAt, f.slotFull = sent, k >= holdAll
 	}
 	if f.slotFull && sent.Before(f.slotAt.Add(probeFullSlot)) {
-		d := f.slotAt.Add(probeFullSlot).Sub(now)
+		d := holdEnds(f.slotAt, true, sent).Sub(now)
 		for i := range b.Verdicts {
 			if v := &b.Verdicts[i]; v.Held && d < v.Res.RetryAfter {
 				v.Res.RetryAfter = max(d, time.Millisecond)
@@ -211,7 +210,7 @@ func (e *Engine) noteHolds(l *lane, b *Reply, sent time.Time, k int64, now time.
 	if f.retakeFor.Equal(f.slotAt) {
 		return // this slot's retake is out
 	}
-	d := f.slotAt.Add(probeSlot).Sub(now)
+	d := holdEnds(f.slotAt, false, sent).Sub(now)
 	for i := range b.Verdicts {
 		if v := &b.Verdicts[i]; v.Held {
 			if v.Res.RetryAfter > d+probeRetake {

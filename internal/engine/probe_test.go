@@ -62,9 +62,6 @@ func TestWindowHold(t *testing.T) {
 		{"slot of the last window", now.Add(-time.Second), false, true, false, 1},
 	} {
 		f := &fleet{interval: time.Second, slotAt: c.slotAt, slotFull: c.slotFull}
-		if !c.slotAt.IsZero() {
-			f.slotWin = probeIndex(c.slotAt, time.Second)
-		}
 		if got := f.windowHold(now, c.in, c.full); got != c.want {
 			t.Errorf("%s: hold %d, want %d", c.name, got, c.want)
 		}
