@@ -40,6 +40,8 @@ type options struct {
 	noJava bool   // leave Redisson out
 	// fleetOnly: run the fleet section alone (its tables, no charts).
 	fleetOnly bool
+	// manyKeysOnly: run the many-keys section alone (its table).
+	manyKeysOnly bool
 	// ownServer: the server at url is this run's alone (the tests'), so
 	// a throwaway replica may be attached to it for a while.
 	ownServer bool
@@ -54,6 +56,7 @@ func main() {
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet section (Clients sharing one limiter) and print its tables")
+	flag.BoolVar(&o.manyKeysOnly, "many-keys-only", false, "run only the many-keys section (per-user limiters) and print its table")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -84,6 +87,9 @@ func run(ctx context.Context, o options) (*results, error) {
 
 	if o.fleetOnly {
 		return b.fleetOnly(ctx, o, addr)
+	}
+	if o.manyKeysOnly {
+		return b.manyKeysOnly(ctx, o, addr)
 	}
 
 	var skipped []string

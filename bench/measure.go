@@ -17,6 +17,9 @@ func (b *bench) measure(ctx context.Context, r *results, o measureOptions) error
 	if r.tp, err = b.throughput(ctx); err != nil {
 		return err
 	}
+	if r.keyed, err = b.manyKeys(ctx); err != nil {
+		return err
+	}
 	if r.fleet, err = b.fleet(ctx, o.addr, o.java); err != nil {
 		return err
 	}

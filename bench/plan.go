@@ -44,6 +44,11 @@ type plan struct {
 	fleetOver    fleetRegime   // most decisions refused; its run spans a window's end
 	fleetUnder   fleetRegime   // most decisions granted, at a high rate
 	rbRequests   int           // requests per redis-benchmark run (the floor beside the fleet)
+
+	keyedLimiters []int         // the many-keys section's limiter counts
+	keyedCallers  int           // concurrent callers, each on a limiter drawn at random per decision
+	keyedRounds   int           // rounds per regime and count, contenders alternated in each
+	keyedRound    time.Duration // one contender's run per round (after a fifth of it as warm-up)
 }
 
 // fullPlan is `make bench`: about 6.5 minutes on a 2-core machine.
@@ -80,6 +85,10 @@ var fullPlan = plan{
 	fleetOver:        fleetRegime{name: "over-asking", rate: 100, interval: 500 * time.Millisecond, run: 700 * time.Millisecond},
 	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 500 * time.Millisecond},
 	rbRequests:       100_000,
+	keyedLimiters:    []int{20_000, 100_000},
+	keyedCallers:     64,
+	keyedRounds:      5,
+	keyedRound:       2 * time.Second,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -117,4 +126,8 @@ var quickPlan = plan{
 	fleetOver:        fleetRegime{name: "over-asking", rate: 50, interval: 400 * time.Millisecond, run: 500 * time.Millisecond},
 	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 200 * time.Millisecond},
 	rbRequests:       30_000,
+	keyedLimiters:    []int{2_000},
+	keyedCallers:     64,
+	keyedRounds:      1,
+	keyedRound:       300 * time.Millisecond,
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,8 @@ func TestQuickRun(t *testing.T) {
 	tables := []string{"granted path", "refused path", "### Latency", "### Redis memory", "### Exactness"}
 	require.NotNil(t, r.fleet)
 	checkFleet(t, r.fleet, r.plan.fleetRounds, md)
+	require.NotNil(t, r.keyed)
+	checkKeyed(t, r.keyed, r.plan, md)
 	for _, title := range append(tables, "### Combining", "### Fleet: Clients sharing one limiter, over-asking",
 		"### Fleet: Clients sharing one limiter, under-asking", "### The floor from redis-benchmark", "### Blocked callers", "### The caller's cost",
 		"### Replica acknowledgement", "### Redis time by records", "### Redis instructions", "### Several limits") {
@@ -157,4 +160,30 @@ func section(md, title string) string {
 // svgEscape escapes what an SVG text element escapes in the names.
 func svgEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// checkKeyed checks the many-keys section: every contender, regime and
+// limiter count measured in every round and printed; far from the rate
+// every decision is granted, and no contender makes more than one script
+// call per decision.
+func checkKeyed(t *testing.T, k *keyedResult, p plan, md string) {
+	t.Helper()
+	require.Contains(t, md, "### Many keys")
+	require.Equal(t, []string{"ratelimiter (default)", "ratelimiter WithMaxBatch(1)", "GCRA (redis_rate v10)"}, k.names)
+	for _, reg := range keyedRegimes {
+		for _, n := range p.keyedLimiters {
+			for i, name := range k.names {
+				all := k.samples[reg.name][n][i]
+				require.Len(t, all, p.keyedRounds, "%s, %s, %d limiters", name, reg.name, n)
+				for _, s := range all {
+					require.Positive(t, s.perSec, "%s, %s, %d limiters: no decisions", name, reg.name, n)
+					require.LessOrEqual(t, s.scripts, 1.0, "%s, %s, %d limiters: script calls per decision", name, reg.name, n)
+					if reg.rate >= 1_000_000 {
+						require.Equal(t, 1.0, s.granted, "%s, far from the rate: a refusal", name)
+					}
+				}
+				require.Equal(t, 1, strings.Count(md, "| "+reg.name+" | "+fmt.Sprint(n)+" | "+name+" | "), "%s: one row", name)
+			}
+		}
+	}
 }

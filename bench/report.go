@@ -29,6 +29,7 @@ type results struct {
 	cost        [][]costSample
 	replica     replicaResult
 	fleet       *fleetResult
+	keyed       *keyedResult
 }
 
 // environment names what the numbers came from.
@@ -79,6 +80,9 @@ func (r *results) writeMarkdown(w io.Writer) {
 		r.throughputTable(w, p)
 	}
 	r.combiningTable(w)
+	if r.keyed != nil {
+		r.keyed.write(w, r.plan.keyedCallers)
+	}
 	if r.fleet != nil {
 		r.fleet.writeMarkdown(w, r.plan.fleetCallers)
 	}
