@@ -32,6 +32,14 @@ APT_UPDATED := /tmp/.ratelimiter-apt-updated
 GO_REDIS_NEWEST ?= v9.23.0
 NEWEST_MOD := $(or $(TMPDIR),/tmp)/ratelimiter-go-redis-newest.mod
 
+# staticcheck, pinned here alone, runs in every module (make lint, part of
+# make test; CONTRIBUTING.md says why it and not golangci-lint). It is
+# installed outside the repository, in the user's cache, so that no module
+# requires it and a fresh machine (CI) gets this version on the first run.
+STATICCHECK_VERSION := v0.8.2
+TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ratelimiter/tools
+STATICCHECK := $(TOOLS)/staticcheck
+
 # REDIS_SERVER=/path/to/redis-server (or valkey-server) runs every harness
 # on that build: the Go harnesses and topologies/*.sh read it, and a PATH
 # shim (scripts/servers.sh) makes redis-server and redis-sentinel that
@@ -43,7 +51,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet bench bench-quick soak fairness-table
+.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet lint deps-staticcheck bench bench-quick soak fairness-table
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
@@ -53,7 +61,7 @@ demo: deps-redis
 # a 2-core machine, each would stall the other. The quick suites that hold
 # neither (the other modules; test-newest beside test-oldest, both -short)
 # run two at a time.
-test: deps vet
+test: deps vet lint
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
 	$(MAKE) cli-work
 	$(MAKE) -j2 --output-sync=target test-modules-a test-modules-b
@@ -173,7 +181,27 @@ vet:
 	cd bench && $(WORK) $(GO) vet ./...
 	cd internal/modproxy && $(GO) vet ./...
 
+# staticcheck's default checks, test files included. The CLI is checked in
+# its own workspace (cli-work), against the dependencies its published
+# build uses, as its tests run.
+lint: deps-staticcheck cli-work
+	$(STATICCHECK) ./...
+	cd cmd/ratelimiter && $(CLI_WORK) $(STATICCHECK) ./...
+	cd otel && $(WORK) $(STATICCHECK) ./...
+	cd grpclimit && $(WORK) $(STATICCHECK) ./...
+	cd bench && $(WORK) $(STATICCHECK) ./...
+	cd internal/modproxy && $(STATICCHECK) ./...
+
 deps: deps-redis deps-java deps-prometheus peer
+
+# Installs staticcheck $(STATICCHECK_VERSION) when $(STATICCHECK) is missing
+# or another version (read from the binary's build info).
+deps-staticcheck:
+	@have=$$($(GO) version -m $(STATICCHECK) 2>/dev/null | awk '$$1 == "mod" && $$2 == "honnef.co/go/tools" { print $$3 }'); \
+	if [ "$$have" != "$(STATICCHECK_VERSION)" ]; then \
+	  echo "installing staticcheck $(STATICCHECK_VERSION) into $(TOOLS)"; \
+	  GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
 
 deps-redis:
 	@missing=""; \

@@ -86,11 +86,6 @@ type PartResult struct {
 	ResetAfter time.Duration
 }
 
-// memberRetries bounds the retries after a permit record collided with an
-// existing one. Collisions need equal random parts: with 128 random bits
-// they do not happen, with the old 32-bit formats they are rare.
-const memberRetries = 8
-
 // Allow tries once to take n permits without waiting and reports the
 // outcome with the wait hint and the limiter's state (every field of
 // Result). n must be from 1 to MaxPermits. It fails with ErrNotInitialized

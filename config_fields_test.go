@@ -11,9 +11,9 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
-// maxWholeMs is the longest whole-millisecond Duration, the longest
+// maxHashDuration is the longest whole-millisecond Duration, the longest
 // interval or keep-alive a config hash may hold.
-const maxWholeMs = time.Duration(1<<63-1) / time.Millisecond * time.Millisecond
+const maxHashDuration = time.Duration(1<<63-1) / time.Millisecond * time.Millisecond
 
 // TestConfigFields: Config accepts exactly what the scripts accept:
 // decimal integers, rate in [1, 2^53-1], interval in [1, 9223372036854]
@@ -40,7 +40,7 @@ func TestConfigFields(t *testing.T) {
 		{"leading zeros", []string{"rate", "010", "interval", "0001000", "type", "0"}, ok(10, 1000, 0, ratelimiter.Overall), nil},
 		{"rate 2^53-1", []string{"rate", "9007199254740991", "interval", "1000", "type", "0"}, ok(1<<53-1, 1000, 0, ratelimiter.Overall), nil},
 		{"interval longest Duration", []string{"rate", "1", "interval", "9223372036854", "type", "0", "keepAliveTime", "9223372036854"},
-			&ratelimiter.Config{Rate: 1, Interval: maxWholeMs, KeepAlive: maxWholeMs}, nil},
+			&ratelimiter.Config{Rate: 1, Interval: maxHashDuration, KeepAlive: maxHashDuration}, nil},
 		{"interval 1e13", []string{"rate", "1", "interval", "10000000000000", "type", "0"}, nil, ratelimiter.ErrCorruptState},
 		{"keep-alive 2^53-1", []string{"rate", "1", "interval", "1000", "type", "0", "keepAliveTime", "9007199254740991"}, nil, ratelimiter.ErrCorruptState},
 		{"rate 0", []string{"rate", "0", "interval", "1000", "type", "0"}, nil, ratelimiter.ErrCorruptState},

@@ -22,9 +22,9 @@ func ForCalls(rl *ratelimiter.Limiter, cfg ratelimiter.Config, a *ratelimiter.Co
 	case rl != nil && a != nil:
 		return nil, nil, "", errors.New("both a Limiter and a Composite")
 	case rl != nil && cfgs != nil:
-		return nil, nil, "", errors.New("Configs without a Composite (use Config)")
+		return nil, nil, "", errors.New("a Limiter with Configs (use Config)")
 	case a != nil && cfg != (ratelimiter.Config{}):
-		return nil, nil, "", errors.New("Config with a Composite (use Configs)")
+		return nil, nil, "", errors.New("a Composite with Config (use Configs)")
 	case rl != nil:
 		return New(cfg, permits), rl, rl.Name(), checkConfig("Config", cfg)
 	}

@@ -10,7 +10,7 @@ import (
 func attrsOf(kvs []attribute.KeyValue) string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return render(m)
 }

@@ -271,7 +271,7 @@ func (x *exporter) metricsHandler(reg prometheus.Gatherer) http.Handler {
 			// The process's own series: send what was gathered.
 			x.logf("gathering the process's metrics: %v", err)
 		}
-		format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultOpenMetricsAcceptedFormats()...)
 		w.Header().Add("Vary", "Accept")
 		w.Header().Add("Vary", "Accept-Encoding")
 		w.Header().Set("Content-Type", string(format))

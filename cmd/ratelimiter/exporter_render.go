@@ -180,18 +180,18 @@ func writeLimiters(e *expo, c *collection) {
 	}
 }
 
-// nameLabels labels a series with a name that may hold any bytes, one to
+// needsQuoting reports whether quotedLabels quotes s: whether it is
+// anything but printable UTF-8.
+func needsQuoting(s string) bool { return shown(s) != s }
+
+// quotedLabels labels a series with a name that may hold any bytes, one to
 // one: a name of printable UTF-8 (spaces included) as it is; anything
 // else (bytes that are not UTF-8, control characters such as CR, ESC or
 // NUL) Go-quoted, with a second label <key>_quoted="1" so that it cannot
 // meet a printable name that reads like the quoted form. Label values
-// then never carry a control byte (docs/prometheus.md, "Metrics").
-func nameLabels(key, s string) []label { return quotedLabels(key, s, needsQuoting(s)) }
-
-// needsQuoting reports whether nameLabels quotes s.
-func needsQuoting(s string) bool { return shown(s) != s }
-
-// quotedLabels is nameLabels for a name whose needsQuoting is known.
+// then never carry a control byte (docs/prometheus.md, "Metrics"). quoted
+// is needsQuoting(s), which the reading computes once per name rather than
+// once per series written.
 func quotedLabels(key, s string, quoted bool) []label {
 	if !quoted {
 		return []label{{key, s}}

@@ -135,13 +135,9 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	return countShares(<-javaCh, goTimes, start, from, end, s)
 }
 
-// javaGrants runs peer's load command (threads in acquire(n) on name for
-// dur) and delivers the return times of its grants, nil if it failed.
-func javaGrants(t *testing.T, ctx context.Context, peer *Peer, name string, threads int, dur time.Duration, n int64) <-chan []int64 {
-	return javaGrantsAfter(t, ctx, peer, name, threads, 0, dur, n)
-}
-
-// javaGrantsAfter is javaGrants started after a delay.
+// javaGrantsAfter runs peer's load command (threads in acquire(n) on name
+// for dur) after a delay and delivers the return times of its grants, nil
+// if it failed.
 func javaGrantsAfter(t *testing.T, ctx context.Context, peer *Peer, name string, threads int, after, dur time.Duration, n int64) <-chan []int64 {
 	ch := make(chan []int64, 1)
 	go func() {
