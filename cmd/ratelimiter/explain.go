@@ -13,7 +13,7 @@ import (
 
 func init() {
 	adminCommand("explain", "say why n permits would be refused now: which records hold them and when each leaves; "+
-		"with several names, which limiter binds (exit 0 granted now, 1 it would wait or is not configured; read-only)", "-n N [-o json]", explainCmd)
+		"with several names, which limiter binds (exit 0 granted now, 1 it would wait or is not configured; read-only)", "[--n N] [--output json]", explainCmd)
 }
 
 // blocker is one record that holds permits an ask needs, and when it
@@ -44,7 +44,7 @@ func explainCmd(fs *flag.FlagSet) action {
 	n := fs.Int64("n", 1, "permits asked for")
 	return action{several: true, check: func(c *cli) error {
 		if *n < 1 || *n > ratelimiter.MaxPermits {
-			return usagef("-n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
+			return usagef("--n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
 		}
 		return nil
 	}, run: func(c *cli) error {

@@ -13,7 +13,7 @@ import (
 
 func init() {
 	adminCommand("watch", "refresh available permits, grants per second and a bar every second until interrupted (read-only)",
-		"[--every D] [--count N] [-o json]", watchCmd)
+		"[--every D] [--count N] [--output json]", watchCmd)
 }
 
 // activeBudget is the budget of the configured mode for this client.
