@@ -86,7 +86,9 @@ func explain(in *inspection, b *budget, n int64) (*explanation, error) {
 		if in.cfgErr != nil {
 			return nil, in.cfgErr
 		}
-		return nil, fmt.Errorf("%w: %s", ratelimiter.ErrNotInitialized, shown(in.Name))
+		// A LimiterError, as the library's: with several names, the
+		// message names this one.
+		return nil, &ratelimiter.LimiterError{Limiter: in.Name, Err: ratelimiter.ErrNotInitialized}
 	}
 	if err := corruption(in); err != nil {
 		return nil, err
