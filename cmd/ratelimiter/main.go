@@ -6,16 +6,19 @@
 //	ratelimiter set-rate api --rate 10 --interval 1s
 //	ratelimiter inspect api -o json
 //
-// Global flags (--url, --cluster, --sentinel, --client-id, --format, -o)
-// go before or after the subcommand. Exit status: 0 done, 1 refused (not
-// granted, already configured, nothing changed, no such limiter), 2 usage
-// or connection error (asking for more permits than the rate included),
-// with a one-line message on stderr; plan (a drift check) exits 3 when
-// Redis differs from the limits file. "ratelimiter --version" prints the
-// version it was built from.
+// The shared flags (connection flags: --url, --cluster, --sentinel, ...;
+// client flags: --client-id, --name-prefix, --format; and --output) go
+// before or after the subcommand. Exit status: 0 done, 1 refused or not
+// all done (not granted, already configured, nothing changed, no such
+// limiter, an idle limiter sweep skipped, a search stopped at a bound), 2
+// usage or connection error (asking for more permits than the rate
+// included), with a one-line message on stderr; plan (a drift check)
+// exits 3 when Redis differs from the limits file. "ratelimiter
+// --version" prints the version it was built from; "ratelimiter
+// completion bash|zsh|fish" a shell completion script.
 //
 // Run "ratelimiter help" for the subcommands and "ratelimiter
-// <subcommand> -h" for a subcommand's flags.
+// <subcommand> --help" for a subcommand's flags.
 package main
 
 import (
@@ -28,7 +31,9 @@ import (
 )
 
 // command is one subcommand: it parses its own arguments and returns the
-// process exit code (0 done, 1 refused, 2 usage or connection error).
+// process exit code (0 done, 1 refused or not all done, 2 usage or
+// connection error). Its -h goes through printHelp, which completion
+// reads its flags from.
 type command struct {
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
