@@ -19,16 +19,16 @@ func init() {
 		"--rate N --interval D [--mode overall|per-client] [--keep-alive D]", setRateCmd("try"))
 	adminCommand("update-rate", "change the configuration of an existing limiter (exit 1 if missing)",
 		"--rate N --interval D [--mode overall|per-client] [--keep-alive D] [--keep-state]", setRateCmd("update"))
-	adminCommand("config", "show the configuration (exit 1 if the limiter does not exist)", "[-o json]", configCmd)
-	adminCommand("available", "show the permits available now", "[-o json]", availableCmd)
-	adminCommand("acquire", "take permits; with several names, from every one or from none (exit 1 if not granted)", "[-n N] [--timeout D]", acquireCmd)
-	adminCommand("release", "give permits back", "-n N", releaseCmd)
+	adminCommand("config", "show the configuration (exit 1 if the limiter does not exist)", "[--output json]", configCmd)
+	adminCommand("available", "show the permits available now", "[--output json]", availableCmd)
+	adminCommand("acquire", "take permits; with several names, from every one or from none (exit 1 if not granted)", "[--n N] [--timeout D]", acquireCmd)
+	adminCommand("release", "give permits back", "[--n N]", releaseCmd)
 	adminCommand("expire", "set a TTL on all keys (exit 1 if no key changed)",
 		"--ttl D | --at TIME [--nx|--xx|--gt|--lt]", expireCmd)
 	adminCommand("persist", "remove the TTL from all keys (exit 1 if none had one)", "", persistCmd)
-	adminCommand("ttl", "show the TTL of the configuration (exit 1 if the limiter does not exist)", "[-o json]", ttlCmd)
+	adminCommand("ttl", "show the TTL of the configuration (exit 1 if the limiter does not exist)", "[--output json]", ttlCmd)
 	adminCommand("delete", "delete all keys (exit 1 if none existed)", "", deleteCmd)
-	adminCommand("exists", "report whether the limiter exists (exit 1 if not)", "[-o json]", existsCmd)
+	adminCommand("exists", "report whether the limiter exists (exit 1 if not)", "[--output json]", existsCmd)
 }
 
 type configJSON struct {
@@ -234,7 +234,7 @@ func acquireCmd(fs *flag.FlagSet) action {
 	return action{
 		check: func(c *cli) error {
 			if *n < 1 || *n > ratelimiter.MaxPermits {
-				return usagef("-n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
+				return usagef("--n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
 			}
 			if *timeout < 0 {
 				return usagef("--timeout must not be negative")
@@ -303,7 +303,7 @@ func releaseCmd(fs *flag.FlagSet) action {
 	return action{
 		check: func(c *cli) error {
 			if *n < 0 || *n > ratelimiter.MaxPermits {
-				return usagef("-n %d out of range [0, %d]", *n, int64(ratelimiter.MaxPermits))
+				return usagef("--n %d out of range [0, %d]", *n, int64(ratelimiter.MaxPermits))
 			}
 			return nil
 		},

@@ -71,13 +71,12 @@ func adminCommand(name, summary, args string, define func(fs *flag.FlagSet) acti
 			if act.several {
 				names = "NAME [NAME...]"
 			}
-			fmt.Fprintf(stdout, "usage: ratelimiter %s %s %s\n\n%s\n\nflags (global flags may also come before %s):\n", name, names, args, summary, name)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printHelp(stdout, strings.TrimSpace(fmt.Sprintf("usage: ratelimiter %s %s %s", name, names, args))+"\n\n"+summary+
+				"\n\nConnection and client flags may also come before the command.", fs)
 			return 0
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "ratelimiter %s: %v (see ratelimiter %s -h)\n", name, err, name)
+			fmt.Fprintf(stderr, "ratelimiter %s: %v (see ratelimiter %s --help)\n", name, err, name)
 			return 2
 		}
 		return c.finish(c.exec(pos, act))

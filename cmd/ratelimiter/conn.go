@@ -35,16 +35,23 @@ type globals struct {
 // it may hold a password and -h prints defaults.
 func (g *globals) register(fs *flag.FlagSet) {
 	g.registerConn(fs)
+	g.registerClient(fs)
+	fs.StringVar(&g.output, "o", "table", "output: table or json")
+	fs.StringVar(&g.output, "output", "table", "same as --o")
+}
+
+// registerClient defines the flags that configure the library's Client:
+// help lists them under "Client flags".
+func (g *globals) registerClient(fs *flag.FlagSet) {
 	fs.StringVar(&g.clientID, "client-id", "", "client id naming this client's PER_CLIENT keys (default: a new random UUID)")
 	fs.StringVar(&g.prefix, "name-prefix", "", "prefix put before every limiter name, like a Redisson NameMapper that adds one")
 	fs.StringVar(&g.format, "format", "current", "permit record format to write: bc0i or current (Redisson >= 3.17), lc0i (3.16.4-3.16.8), fi (<= 3.16.3)")
-	fs.StringVar(&g.output, "o", "table", "output: table or json")
-	fs.StringVar(&g.output, "output", "table", "same as -o")
 }
 
-// registerConn defines only the flags that say how to reach Redis, for
-// commands that write no records and print no table (the exporter). The
-// others keep their defaults, which check accepts.
+// registerConn defines only the flags that say how to reach Redis (help
+// lists them under "Connection flags"), alone for commands that write no
+// records and print no table (the exporter). The others keep their
+// defaults, which check accepts.
 func (g *globals) registerConn(fs *flag.FlagSet) {
 	g.format, g.output = "current", "table"
 	fs.StringVar(&g.url, "url", "", "Redis URL: redis://[user:password@]host:port[/db] or rediss:// for TLS (default $REDIS_URL, else redis://localhost:6379/0); with --cluster or --sentinel only its user, password, db and TLS are used")
@@ -58,7 +65,7 @@ func (g *globals) registerConn(fs *flag.FlagSet) {
 // check validates the global flags without connecting.
 func (g *globals) check() error {
 	if g.output != "table" && g.output != "json" {
-		return usagef("-o must be table or json, not %q", g.output)
+		return usagef("--output must be table or json, not %q", g.output)
 	}
 	if _, err := parseFormat(g.format); err != nil {
 		return err

@@ -19,11 +19,13 @@ import (
 	"github.com/goredisson/ratelimiter"
 )
 
+const demoSummary = "run workers against a limiter and print grants per second"
+
 // runDemo shows a limit holding: workers call Acquire as fast as the
 // limiter lets them, and a line per second prints what was granted.
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flag.NewFlagSet("ratelimiter demo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	// The default is not $REDIS_URL itself: -h prints defaults, and the
 	// URL may hold a password.
 	url := fs.String("url", "", "Redis URL (default $REDIS_URL; neither: start a throwaway local redis-server)")
@@ -32,7 +34,16 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", time.Second, "interval")
 	workers := fs.Int("workers", 4, "goroutines acquiring permits")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run (0: until interrupted)")
-	if err := fs.Parse(args); err != nil {
+	switch pos, err := parseInterleaved(fs, args); {
+	case err == flag.ErrHelp:
+		printHelp(stdout, "usage: ratelimiter demo [--url URL] [--name demo] [--rate 10] [--interval 1s] [--workers 4] [--duration 10s]\n\n"+
+			demoSummary+"; without --url and $REDIS_URL, on a throwaway local redis-server.", fs)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "ratelimiter demo: %v (see ratelimiter demo --help)\n", err)
+		return 2
+	case len(pos) > 0:
+		fmt.Fprintf(stderr, "ratelimiter demo: unexpected argument %s\n", shown(pos[0]))
 		return 2
 	}
 	if *url == "" {

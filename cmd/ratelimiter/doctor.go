@@ -17,7 +17,7 @@ import (
 func init() {
 	adminCommand("doctor", "check a deployment for NAME's limiter: server, Lua and TIME, eviction policy, "+
 		"the user's permissions for every operation, clock offset, keys without TTL, cluster slots "+
-		"(exit 0 all well, 1 warnings, 2 failures)", "[-o json]", doctorCmd)
+		"(exit 0 all well, 1 warnings, 2 failures)", "[--output json]", doctorCmd)
 }
 
 // check is one line of the doctor's report.

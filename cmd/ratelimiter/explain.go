@@ -13,7 +13,7 @@ import (
 
 func init() {
 	adminCommand("explain", "say why n permits would be refused now: which records hold them and when each leaves; "+
-		"with several names, which limiter binds (exit 0 granted now, 1 it would wait or is not configured; read-only)", "-n N [-o json]", explainCmd)
+		"with several names, which limiter binds (exit 0 granted now, 1 it would wait or is not configured; read-only)", "[--n N] [--output json]", explainCmd)
 }
 
 // blocker is one record that holds permits an ask needs, and when it
@@ -44,7 +44,7 @@ func explainCmd(fs *flag.FlagSet) action {
 	n := fs.Int64("n", 1, "permits asked for")
 	return action{several: true, check: func(c *cli) error {
 		if *n < 1 || *n > ratelimiter.MaxPermits {
-			return usagef("-n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
+			return usagef("--n %d out of range [1, %d]", *n, int64(ratelimiter.MaxPermits))
 		}
 		return nil
 	}, run: func(c *cli) error {
@@ -86,7 +86,9 @@ func explain(in *inspection, b *budget, n int64) (*explanation, error) {
 		if in.cfgErr != nil {
 			return nil, in.cfgErr
 		}
-		return nil, fmt.Errorf("%w: %s", ratelimiter.ErrNotInitialized, shown(in.Name))
+		// A LimiterError, as the library's: with several names, the
+		// message names this one.
+		return nil, &ratelimiter.LimiterError{Limiter: in.Name, Err: ratelimiter.ErrNotInitialized}
 	}
 	if err := corruption(in); err != nil {
 		return nil, err

@@ -88,4 +88,8 @@ func TestExplain(t *testing.T) {
 
 	failsWith(t, 2, cli(t, "explain", name, "-n", "6"))
 	failsWith(t, 1, cli(t, "explain", uniqueName(t), "-n", "1")) // not configured
+	// With several names, the message names the one not configured (it
+	// named the first).
+	r = failsWith(t, 1, cli(t, "explain", name, name+"-missing"))
+	assert.Equal(t, "ratelimiter explain: limiter \""+name+"-missing\" is not configured (set-rate or try-set-rate first)\n", r.stderr)
 }

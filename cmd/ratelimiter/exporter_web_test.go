@@ -77,7 +77,7 @@ func TestExporterHelpListsItsFlags(t *testing.T) {
 	r := ok(t, cliOffline(t, "exporter", "-h"))
 	var got []string
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if rest, found := strings.CutPrefix(line, "  -"); found {
+		if rest, found := strings.CutPrefix(line, "  --"); found {
 			got = append(got, strings.Fields(rest)[0])
 		}
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	adminCommand("inspect", "show config, TTLs, values and every permit record decoded, of each limiter named (read-only)", "[--max-records N] [-o json]", inspectCmd)
+	adminCommand("inspect", "show config, TTLs, values and every permit record decoded, of each limiter named (read-only)", "[--max-records N] [--output json]", inspectCmd)
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }

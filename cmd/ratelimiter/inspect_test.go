@@ -243,6 +243,18 @@ func TestWatchCount(t *testing.T) {
 	assert.Regexp(t, `available +6/10 +in window +4 +granted/s +\d+ +\[#{12}\.{18}\]`, r.stdout)
 }
 
+// Issue 37, item 3: watch of a limiter that is not configured prints
+// so at every refresh and exits 1, saying why on stderr.
+func TestWatchMissingLimiterExits1(t *testing.T) {
+	name := uniqueName(t)
+	r := failsWith(t, 1, cli(t, "watch", name, "--count", "2", "--every", "20ms"))
+	assert.Equal(t, 2, strings.Count(r.stdout, name+": not configured"), r.stdout)
+	assert.Equal(t, "ratelimiter watch: limiter \""+name+"\" was not configured at 2 of 2 refreshes\n", r.stderr)
+	r = failsWith(t, 1, cli(t, "watch", name, "--count", "1", "-o", "json"))
+	assert.Contains(t, r.stdout, `"exists":false`)
+	assert.Contains(t, r.stderr, "at 1 of 1 refresh\n")
+}
+
 // watch without --count runs until interrupted, then exits 0.
 func TestWatchUntilInterrupted(t *testing.T) {
 	name := uniqueName(t)

@@ -6,16 +6,19 @@
 //	ratelimiter set-rate api --rate 10 --interval 1s
 //	ratelimiter inspect api -o json
 //
-// Global flags (--url, --cluster, --sentinel, --client-id, --format, -o)
-// go before or after the subcommand. Exit status: 0 done, 1 refused (not
-// granted, already configured, nothing changed, no such limiter), 2 usage
-// or connection error (asking for more permits than the rate included),
-// with a one-line message on stderr; plan (a drift check) exits 3 when
-// Redis differs from the limits file. "ratelimiter --version" prints the
-// version it was built from.
+// The shared flags (connection flags: --url, --cluster, --sentinel, ...;
+// client flags: --client-id, --name-prefix, --format; and --output) go
+// before or after the subcommand. Exit status: 0 done, 1 refused or not
+// all done (not granted, already configured, nothing changed, no such
+// limiter, an idle limiter sweep skipped, a search stopped at a bound), 2
+// usage or connection error (asking for more permits than the rate
+// included), with a one-line message on stderr; plan (a drift check)
+// exits 3 when Redis differs from the limits file. "ratelimiter
+// --version" prints the version it was built from; "ratelimiter
+// completion bash|zsh|fish" a shell completion script.
 //
 // Run "ratelimiter help" for the subcommands and "ratelimiter
-// <subcommand> -h" for a subcommand's flags.
+// <subcommand> --help" for a subcommand's flags.
 package main
 
 import (
@@ -24,17 +27,20 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand: it parses its own arguments and returns the
-// process exit code (0 done, 1 refused, 2 usage or connection error).
+// process exit code (0 done, 1 refused or not all done, 2 usage or
+// connection error). Its -h goes through printHelp, which completion
+// reads its flags from.
 type command struct {
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
 var commands = map[string]command{
-	"demo": {"run workers against a limiter and print grants per second", runDemo},
+	"demo": {demoSummary, runDemo},
 }
 
 func main() {
@@ -45,16 +51,13 @@ func main() {
 // global flags that came before it followed by the rest of the arguments.
 func run(args []string, stdout, stderr io.Writer) int {
 	var g globals
-	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	g.register(fs)
-	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs, showVersion := mainFlags(&g)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			usage(stdout)
 			return 0
 		}
-		fmt.Fprintf(stderr, "ratelimiter: %v (see ratelimiter help)\n", err)
+		fmt.Fprintf(stderr, "ratelimiter: %v (see ratelimiter --help)\n", err)
 		return 2
 	}
 	rest := fs.Args()
@@ -76,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[rest[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "ratelimiter: unknown command %q (see ratelimiter help)\n", rest[0])
+		fmt.Fprintf(stderr, "ratelimiter: unknown command %q (see ratelimiter --help)\n", rest[0])
 		return 2
 	}
 	leading := args[:len(args)-len(rest)]
@@ -86,21 +89,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return cmd.run(append(append([]string(nil), leading...), rest[1:]...), stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ratelimiter [global flags] <command> NAME [flags]\n\ncommands:")
+// mainFlags are the flags that may come before the command: the shared
+// ones and --version.
+func mainFlags(g *globals) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	return fs, fs.Bool("version", false, "print the version and exit")
+}
+
+// commandNames returns the names of the commands, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-14s %s\n", name, commands[name].summary)
+	return names
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("usage: ratelimiter [flags] <command> [NAME...] [flags]\n\nCommands:\n")
+	for _, name := range commandNames() {
+		fmt.Fprintf(&b, "  %-14s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "\nglobal flags (before or after the command):")
+	b.WriteString("\nRun \"ratelimiter <command> --help\" for a command's flags. Flags go before or after the command.\n" +
+		"Exit status: 0 done; 1 refused, nothing changed, or not all done (a limiter missing, an action\n" +
+		"skipped, a scan stopped at a bound); 2 usage or connection error; plan: 3 changes to apply.")
 	var g globals
-	fs := flag.NewFlagSet("ratelimiter", flag.ContinueOnError)
-	g.register(fs)
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w, "\nexit status: 0 done, 1 refused or nothing changed, 2 usage or connection error; plan: 3 changes to apply")
+	fs, _ := mainFlags(&g)
+	printHelp(w, b.String(), fs)
 }

@@ -32,11 +32,11 @@ import (
 const exitDrift = 3
 
 func init() {
-	commands["plan"] = command{"compare a limits file (-f limits.yaml) with the limiters in Redis; " +
+	commands["plan"] = command{"compare a limits file (--file limits.yaml) with the limiters in Redis; " +
 		"exit 0 no drift, 3 changes to apply, 1 problems, 2 errors", func(argv []string, stdout, stderr io.Writer) int {
 		return runPlan(argv, stdout, stderr, false)
 	}}
-	commands["apply"] = command{"make the limiters in Redis match a limits file (-f limits.yaml): create " +
+	commands["apply"] = command{"make the limiters in Redis match a limits file (--file limits.yaml): create " +
 		"the missing, change the others keeping their state; --dry-run is plan", func(argv []string, stdout, stderr io.Writer) int {
 		return runPlan(argv, stdout, stderr, true)
 	}}
@@ -53,7 +53,7 @@ type planFlags struct {
 
 func (f *planFlags) register(fs *flag.FlagSet, apply bool) {
 	fs.StringVar(&f.file, "f", "", "the limits file, YAML (docs/limits-as-code.md); - reads standard input (required)")
-	fs.StringVar(&f.file, "file", "", "same as -f")
+	fs.StringVar(&f.file, "file", "", "same as --f")
 	if apply {
 		fs.BoolVar(&f.dryRun, "dry-run", false, "only show what apply would do, as plan does (same exit status)")
 	}
@@ -66,7 +66,7 @@ func (f *planFlags) register(fs *flag.FlagSet, apply bool) {
 func (f *planFlags) check() error {
 	switch {
 	case f.file == "":
-		return usagef("-f FILE is required (the limits file; - for standard input)")
+		return usagef("--file FILE is required (the limits file; - for standard input)")
 	case f.maxScans < 1 || f.maxLimiters < 1:
 		return usagef("--max-scans and --max-limiters must be at least 1")
 	}
@@ -154,13 +154,13 @@ type plan struct {
 
 func runPlan(argv []string, stdout, stderr io.Writer, apply bool) int {
 	var f planFlags
-	name, usage := "plan", "usage: ratelimiter plan -f limits.yaml [--max-scans N] [--max-limiters N] [-o json]\n\n"+
+	name, usage := "plan", "usage: ratelimiter plan --file limits.yaml [--max-scans N] [--max-limiters N] [--output json]\n\n"+
 		"Compares the limits file with the limiters in Redis (Go's or Java Redisson's) and shows what\n"+
 		"apply would create and change; writes nothing. Exit status: 0 Redis matches the file, 3 there\n"+
 		"are changes to apply (a drift check for CI), 1 some limiter cannot be planned (corrupt config,\n"+
 		"a key that is not a hash, a scan stopped at a bound), 2 usage, file or connection error."
 	if apply {
-		name, usage = "apply", "usage: ratelimiter apply -f limits.yaml [--dry-run] [--max-scans N] [--max-limiters N] [-o json]\n\n"+
+		name, usage = "apply", "usage: ratelimiter apply --file limits.yaml [--dry-run] [--max-scans N] [--max-limiters N] [--output json]\n\n"+
 			"Makes the limiters in Redis match the limits file: creates the missing ones (as try-set-rate) and\n"+
 			"changes the others keeping the permits taken in the current window (as update-rate --keep-state).\n"+
 			"A limiter whose config is corrupt or not a hash is reported and left alone. Exit status: 0 Redis\n"+

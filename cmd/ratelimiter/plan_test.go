@@ -366,7 +366,7 @@ func TestPlanBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing was created")
 
-	assert.Contains(t, failsWith(t, 2, cli(t, "plan")).stderr, "-f FILE is required")
+	assert.Contains(t, failsWith(t, 2, cli(t, "plan")).stderr, "--file FILE is required")
 	assert.Contains(t, failsWith(t, 2, cli(t, "apply", "-f", filepath.Join(t.TempDir(), "none.yaml"))).stderr, "no such file")
 	assert.Contains(t, failsWith(t, 2, cli(t, "plan", "-f", limitsFile(t, "limits: []\n"), "extra")).stderr, "unexpected argument extra")
 

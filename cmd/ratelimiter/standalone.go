@@ -20,9 +20,10 @@ type standalone struct {
 	usage    string // printed by -h before the flags
 	register func(fs *flag.FlagSet)
 	check    func() error
-	// connOnly: of the global flags, take only those that reach Redis
-	// (--url, --cluster, --sentinel, --redis-timeout, --ca), so that -h
-	// lists no flag the command ignores.
+	// connOnly: of the shared flags, take only the connection flags
+	// (--url, --cluster, --sentinel, --redis-timeout, --ca,
+	// --insecure-skip-verify), so that -h lists no flag the command
+	// ignores.
 	connOnly bool
 	// lazy: start whether or not Redis answers (the exporter); a failed
 	// PING is logged on stderr, not fatal.
@@ -58,12 +59,10 @@ func (s standalone) run(argv []string, stdout, stderr io.Writer, body func(se se
 	pos, err := parseInterleaved(fs, argv)
 	switch {
 	case err == flag.ErrHelp:
-		fmt.Fprintln(stdout, s.usage+"\n\nflags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printHelp(stdout, s.usage, fs)
 		return 0
 	case err != nil:
-		return fail(2, "%v (see ratelimiter %s -h)", err, s.name)
+		return fail(2, "%v (see ratelimiter %s --help)", err, s.name)
 	case len(pos) > 0:
 		return fail(2, "unexpected argument %s", shown(pos[0]))
 	}

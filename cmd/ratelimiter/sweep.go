@@ -75,7 +75,8 @@ type swept struct {
 	Keys     int    `json:"keys"`
 	Action   string `json:"action"` // "none" (dry run), "ttl", "deleted", "skipped: why" or "kept: why"
 	// Error is the read or write that failed, for a limiter kept because
-	// of it; sweep then exits 2.
+	// of it; sweep then exits 2. Another skipped or kept limiter makes it
+	// exit 1 (sweepShortfall).
 	Error string `json:"error,omitempty"`
 }
 
@@ -86,8 +87,10 @@ func runSweep(argv []string, stdout, stderr io.Writer) int {
 		usage: "usage: ratelimiter sweep [--match PATTERN ...] [--idle 168h] [--apply [--ttl 24h | --delete]]\n\n" +
 			"Lists limiters that have no TTL and no record newer than --idle (a dry run); --apply gives\n" +
 			"each a TTL or deletes it, atomically with a re-check (a limiter used meanwhile is skipped).\n" +
-			"A limiter it cannot read or act on (a refused command, a lost connection) is kept, and the\n" +
-			"exit status is 2."}
+			"Exit status: 0 all done; 1 not all done: an idle limiter skipped (used or given a TTL since\n" +
+			"it was listed), a PER_CLIENT limiter kept because its client keys were not all found, or the\n" +
+			"search stopped at --max-scans or --max-limiters; 2 a limiter it cannot read or act on (a\n" +
+			"refused command, a lost connection), which it keeps, or a usage or connection error."}
 	return cmd.run(argv, stdout, stderr, func(se session) int {
 		listed, truncated, err := sweep(se.ctx, se.rdb, f)
 		switch {
@@ -102,8 +105,39 @@ func runSweep(argv []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return se.fail(2, "%s", redact(err.Error(), se.g.effectiveURL()))
 		}
+		if why := sweepShortfall(listed, truncated); why != "" {
+			return se.fail(1, "not all done: %s", why)
+		}
 		return 0
 	})
+}
+
+// sweepShortfall says what a sweep that met no error could not do of what
+// it was asked, or "" when it did all: idle limiters skipped by --apply
+// (used or given a TTL since they were listed), limiters kept because
+// their client keys were not all found, limiters not examined (the search
+// stopped at a bound).
+func sweepShortfall(listed []swept, truncated bool) string {
+	skipped, kept := 0, 0
+	for _, s := range listed {
+		switch {
+		case strings.HasPrefix(s.Action, "skipped: "):
+			skipped++
+		case strings.HasPrefix(s.Action, "kept: "):
+			kept++
+		}
+	}
+	var why []string
+	if skipped > 0 {
+		why = append(why, fmt.Sprintf("%d idle %s skipped, used or given a TTL since listed (run sweep again)", skipped, plural(skipped, "limiter")))
+	}
+	if kept > 0 {
+		why = append(why, fmt.Sprintf("%d %s kept, client keys not all found (raise --max-scans)", kept, plural(kept, "limiter")))
+	}
+	if truncated {
+		why = append(why, "stopped at --max-scans or --max-limiters, some limiters not examined")
+	}
+	return strings.Join(why, "; ")
 }
 
 // sweep finds the idle limiters and, with --apply, acts on each. A

@@ -1,12 +1,16 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,7 +190,13 @@ func TestSweepRacingGrantsDeletesNothing(t *testing.T) {
 	for w := 0; w < 4; w++ {
 		require.NoError(t, <-errs)
 	}
-	require.Equal(t, 0, r.code, r.stderr)
+	// A limiter listed before its first grant and used by the time the
+	// script ran is skipped: exit 1, which says so.
+	if r.code == 1 {
+		require.Contains(t, r.stderr, "skipped, used or given a TTL since listed")
+	} else {
+		require.Equal(t, 0, r.code, r.stderr)
+	}
 	var lost []string
 	for _, name := range names {
 		if rdb.Exists(ctx, name).Val() == 0 {
@@ -218,4 +228,102 @@ func TestSweepReadErrorKeeps(t *testing.T) {
 		require.NotContains(t, r.stdout, "would delete", args)
 		require.Equal(t, int64(1), rdb.Exists(ctx, name).Val(), "%v deleted a limiter used just now", args)
 	}
+}
+
+// holdScripts starts a TCP proxy to the Redis at upstream that, the first
+// time a client sends a script (EVALSHA or EVAL), runs hook before it
+// passes the script on; it returns the proxy's address.
+func holdScripts(t *testing.T, upstream string, hook func()) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var once sync.Once
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", upstream)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() {
+					_, _ = io.Copy(c, u)
+					c.Close()
+				}()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if lower := bytes.ToLower(buf[:n]); bytes.Contains(lower, []byte("\r\nevalsha\r\n")) || bytes.Contains(lower, []byte("\r\neval\r\n")) {
+							once.Do(hook)
+						}
+						if _, err := u.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Issue 37, item 3: sweep --apply that skips an idle limiter (here one
+// given a TTL between the listing and the script that acts on it: a proxy
+// holds the script until the test has set the TTL) exits 1 and says why
+// on stderr; the limiter keeps the TTL it was given.
+func TestSweepSkippedExits1(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	ok(t, cli(t, "set-rate", name, "--rate", "5", "--interval", "1m"))
+	hookErr := make(chan error, 1)
+	proxy := holdScripts(t, redisAddr, func() { hookErr <- rdb.PExpire(ctx, name, time.Hour).Err() })
+	r := cliEnv(t, []string{"REDIS_URL=redis://" + proxy + "/0"}, "sweep", "--match", name, "--apply", "--delete", "-o", "json")
+	select {
+	case err := <-hookErr:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the proxy saw no script: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	failsWith(t, 1, r)
+	assert.Equal(t, "skipped: given a TTL or deleted meanwhile", sweepReport(t, r)[name].Action)
+	assert.Equal(t, "ratelimiter sweep: not all done: 1 idle limiter skipped, used or given a TTL since listed (run sweep again)\n", r.stderr)
+	d, err := rdb.PTTL(ctx, name).Result()
+	require.NoError(t, err)
+	assert.True(t, d > 59*time.Minute, "the TTL the test gave, not deleted: %v", d)
+	// Run again, nothing is idle: exit 0.
+	ok(t, cli(t, "sweep", "--match", name, "--apply", "--delete"))
+}
+
+// Issue 37, item 3: a sweep that stopped at --max-limiters did not look
+// at every limiter it was asked to: it exits 1 and says so on stderr, dry
+// run or --apply; what it examined it lists (and acts on) as usual.
+func TestSweepStoppedAtBoundExits1(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	base := uniqueName(t) + "-"
+	for _, n := range []string{"a", "b"} {
+		ok(t, cli(t, "set-rate", base+n, "--rate", "5", "--interval", "1m"))
+	}
+	for _, apply := range []bool{false, true} {
+		args := []string{"sweep", "--match", base + "*", "--max-limiters", "1", "-o", "json"}
+		if apply {
+			args = append(args, "--apply")
+		}
+		r := failsWith(t, 1, cli(t, args...))
+		assert.Equal(t, []string{base + "a"}, keysOf(sweepReport(t, r)), "apply %v", apply)
+		assert.Equal(t, "ratelimiter sweep: not all done: stopped at --max-scans or --max-limiters, some limiters not examined\n", r.stderr)
+	}
+	assert.Greater(t, rdb.PTTL(ctx, base+"a").Val(), time.Hour, "a given the default TTL (24h)")
+	assert.Equal(t, time.Duration(-1), rdb.PTTL(ctx, base+"b").Val(), "b not examined")
 }

@@ -12,8 +12,9 @@ import (
 )
 
 func init() {
-	adminCommand("watch", "refresh available permits, grants per second and a bar every second until interrupted (read-only)",
-		"[--every D] [--count N] [-o json]", watchCmd)
+	adminCommand("watch", "refresh available permits, grants per second and a bar every second until interrupted "+
+		"(exit 1 if the limiter was not configured at some refresh; read-only)",
+		"[--every D] [--count N] [--output json]", watchCmd)
 }
 
 // activeBudget is the budget of the configured mode for this client.
@@ -46,26 +47,44 @@ func watchCmd(fs *flag.FlagSet) action {
 		run: func(c *cli) error {
 			tick := time.NewTicker(*every)
 			defer tick.Stop()
+			// Refreshes that found no config: watch then exits 1 (it
+			// could not show the limiter every time it was asked to).
+			refreshes, missing := 0, 0
+			done := func() error {
+				if missing == 0 {
+					return nil
+				}
+				word := "refreshes"
+				if refreshes == 1 {
+					word = "refresh"
+				}
+				fmt.Fprintf(c.stderr, "ratelimiter watch: limiter %q was not configured at %d of %d %s\n", c.name, missing, refreshes, word)
+				return errRefused
+			}
 			for i := 0; *count == 0 || i < *count; i++ {
 				if i > 0 {
 					select {
 					case <-c.ctx.Done():
-						return nil
+						return done()
 					case <-tick.C:
 					}
 				}
 				in, err := inspect(c.ctx, c.rdb, c.name, c.keys(c.name))
 				if err != nil {
 					if c.ctx.Err() != nil {
-						return nil
+						return done()
 					}
 					return err
 				}
 				if err := c.emit(watchLine(in, c.client.ID()), func(w io.Writer) { printWatch(w, in, c.client.ID()) }); err != nil {
 					return err
 				}
+				refreshes++
+				if in.Config == nil {
+					missing++
+				}
 			}
-			return nil
+			return done()
 		},
 	}
 }
