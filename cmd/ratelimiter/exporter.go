@@ -213,8 +213,9 @@ func serveAll(ctx context.Context, lns []net.Listener, h http.Handler, webConfig
 }
 
 // handler routes the telemetry path, the health endpoints and the landing
-// page. The metrics are the process's (Go runtime, process, scrapes of
-// this handler, from client_golang's registry) and the exporter's own,
+// page. The metrics are the process's (Go runtime, process, go_build_info,
+// ratelimiter_build_info, scrapes of this handler, from client_golang's
+// registry) and the exporter's own,
 // written as they are read from the last reading (writeSnapshot), in the
 // format the scraper asks for: OpenMetrics or text 0.0.4, gzipped when
 // it accepts gzip.
@@ -224,6 +225,12 @@ func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 		return nil, err
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewBuildInfoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(newBuildInfo()); err != nil {
 		return nil, err
 	}
 	landing, err := web.NewLandingPage(web.LandingConfig{

@@ -117,6 +117,29 @@ func TestExporterServesLimiters(t *testing.T) {
 	require.NotContains(t, got, `ratelimiter_rate{limiter=`+q(other)+`}`)
 }
 
+// The page carries ratelimiter_build_info with the version and revision
+// that --version prints and the Go version, and client_golang's
+// go_build_info.
+func TestExporterBuildInfo(t *testing.T) {
+	out := strings.TrimSpace(ok(t, cliOffline(t, "--version")).stdout)
+	v, rest, found := strings.Cut(strings.TrimPrefix(out, "ratelimiter "), " (")
+	require.True(t, found, out)
+	parts := strings.Split(strings.TrimSuffix(rest, ")"), ", ")
+	revision, goVersion := "unknown", parts[len(parts)-1]
+	if len(parts) == 2 {
+		revision = parts[0]
+	}
+	got := scrape(t, startExporter(t, "--match", uniqueName(t)))
+	q := strconv.Quote
+	series := `ratelimiter_build_info{goversion=` + q(goVersion) + `,revision=` + q(revision) + `,version=` + q(v) + `}`
+	require.Equal(t, 1.0, got[series], "%s in %v", series, got)
+	var goBuild bool
+	for s := range got {
+		goBuild = goBuild || strings.HasPrefix(s, "go_build_info{")
+	}
+	require.True(t, goBuild, "go_build_info")
+}
+
 // Bad flags are usage errors: exit 2, one line, nothing served.
 func TestExporterFlags(t *testing.T) {
 	for _, args := range [][]string{
