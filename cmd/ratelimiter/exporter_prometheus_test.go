@@ -170,7 +170,7 @@ func loadDashboard(t *testing.T) dashboard {
 	}
 	require.Equal(t, []string{"Limits", "Go and Redisson", "Clock skew", "Exporter"}, rows)
 	require.Equal(t, []string{
-		"Share of the rate available", "Grants per second", "Available permits and rate", "Records in the window and past it",
+		"Share of the rate available", "Permits granted per second", "Available permits and rate", "Records in the window and past it",
 		"Window permits by writer", "Redisson's share of the window",
 		"Newest record's lead over Redis's clock", "Records stamped after Redis's clock",
 		"Exporter reading Redis", "Exporter scraped", "Read errors per second", "Reading duration",

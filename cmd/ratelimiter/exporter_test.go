@@ -140,6 +140,50 @@ func TestExporterBuildInfo(t *testing.T) {
 	require.True(t, goBuild, "go_build_info")
 }
 
+// Issue 37: two scrapers read the record counters alike. Scraper B,
+// scraping right after scraper A, sees the permits granted before A's
+// scrape (a gauge of what came since the previous reading, whoever took
+// it, showed B nothing), and neither sees a record counted twice.
+func TestExporterCountersReadAlike(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName(t)
+	l := ratelimiter.NewClient(newRedis(t)).Limiter(name)
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Hour})
+	require.NoError(t, err)
+	_, err = l.TryAcquire(ctx, 9) // before the exporter's first reading: not counted
+	require.NoError(t, err)
+	metrics := startExporter(t, "--match", name)
+	a := &http.Client{Transport: &http.Transport{}}
+	b := &http.Client{Transport: &http.Transport{}}
+	q := strconv.Quote(name)
+	records, permits := `ratelimiter_permit_records_total{limiter=`+q+`}`, `ratelimiter_recorded_permits_total{limiter=`+q+`}`
+	read := func(c *http.Client) (float64, float64) {
+		t.Helper()
+		resp, err := c.Get(metrics)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Contains(t, string(body), "# TYPE ratelimiter_recorded_permits_total counter\n")
+		got := samples(t, body)
+		return got[records], got[permits]
+	}
+	for _, c := range []*http.Client{a, b} {
+		n, p := read(c)
+		require.Equal(t, [2]float64{0, 0}, [2]float64{n, p})
+	}
+	for _, n := range []int64{2, 3} {
+		granted, err := l.TryAcquire(ctx, n)
+		require.NoError(t, err)
+		require.True(t, granted)
+	}
+	time.Sleep(3 * time.Millisecond) // the next reading's Redis time is past the records' stamps
+	for _, c := range []*http.Client{a, b, a, b} {
+		n, p := read(c)
+		require.Equal(t, [2]float64{2, 5}, [2]float64{n, p}, "records, permits")
+	}
+}
+
 // Bad flags are usage errors: exit 2, one line, nothing served.
 func TestExporterFlags(t *testing.T) {
 	for _, args := range [][]string{
