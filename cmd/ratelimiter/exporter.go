@@ -57,8 +57,12 @@ type exporterFlags struct {
 }
 
 // defaultListen is --web.listen-address's default: loopback, so that a
-// bare "ratelimiter exporter" exposes nothing beyond the host.
-const defaultListen = "127.0.0.1:9464"
+// bare "ratelimiter exporter" exposes nothing beyond the host. Its port
+// is outside 9100-9999, the range of Prometheus's default port
+// allocations for exporters; 9464, the default before, is OpenTelemetry's
+// Prometheus exporter's (docs/prometheus.md, "The default port", says
+// what was checked).
+const defaultListen = "127.0.0.1:19379"
 
 func (f *exporterFlags) register(fs *flag.FlagSet) {
 	fs.Func("web.listen-address", "address to serve on, host:port; repeat for several (default "+defaultListen+", loopback; port 0 picks a free one)", func(s string) error {
@@ -134,7 +138,7 @@ func (f *exporterFlags) check() error {
 func runExporter(argv []string, stdout, stderr io.Writer) int {
 	var f exporterFlags
 	cmd := standalone{name: "exporter", register: f.register, check: f.check, connOnly: true, lazy: true,
-		usage: "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:9464 ...] [--web.config.file FILE] [--match PATTERN ...]\n\n" +
+		usage: "usage: ratelimiter exporter [--web.listen-address " + defaultListen + " ...] [--web.config.file FILE] [--match PATTERN ...]\n\n" +
 			"Serves Prometheus metrics (text or OpenMetrics) of the limiters found by SCAN, read on each scrape,\n" +
 			"with " + healthyPath + ", " + readyPath + " and a landing page on /. It starts whether or not Redis answers."}
 	return cmd.run(argv, stdout, stderr, func(se session) int {

@@ -89,6 +89,17 @@ func TestExporterHelpListsItsFlags(t *testing.T) {
 	}, got, r.stdout)
 }
 
+// The default address is loopback on port 19379, which no exporter of
+// Prometheus's default port allocations holds (9464, the default before,
+// is OpenTelemetry's Prometheus exporter's); the usage line and the
+// flag's help say it.
+func TestExporterDefaultPort(t *testing.T) {
+	r := ok(t, cliOffline(t, "exporter", "-h"))
+	require.Contains(t, r.stdout, "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:19379 ...]")
+	require.Contains(t, r.stdout, "(default 127.0.0.1:19379, loopback;")
+	require.NotContains(t, r.stdout, "9464")
+}
+
 // The metrics come as OpenMetrics when the scraper asks for it (as
 // Prometheus does), as text 0.0.4 otherwise, and gzipped when the
 // scraper accepts gzip.
