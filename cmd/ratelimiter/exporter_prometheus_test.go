@@ -417,9 +417,8 @@ scrape_configs:
 			want := map[string][]string{"job": {"ratelimiter"}, "limiter": {overall, perClient}}[v.Name]
 			require.Subset(t, vals, want, "variable %s", v.Name)
 		}
-		// Rates need two scrapes in their range and grants per second two
-		// readings: poll until every query returns series; a query error
-		// fails at once.
+		// Rates need two scrapes in their range: poll until every query
+		// returns series; a query error fails at once.
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 			var empty []string
 			for _, p := range d.Panels {
