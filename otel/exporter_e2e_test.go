@@ -3,6 +3,7 @@ package ratelimiterotel_test
 import (
 	"bufio"
 	"context"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -67,7 +68,8 @@ func TestExporterEndToEnd(t *testing.T) {
 	require.Equal(t, 100.0, value(t, fams, "ratelimiter_available_permits", "limiter", goLimiter))
 	require.Equal(t, 3.0, value(t, fams, "ratelimiter_exporter_limiters"))
 
-	// Grants between two readings show as grants per second.
+	// Grants after a reading are counted by the next ones, Java's and
+	// Go's, as counters.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := peer.Do(ctx, "tryAcquire", javaOverall, 1)
@@ -75,10 +77,14 @@ func TestExporterEndToEnd(t *testing.T) {
 		_, err = gl.TryAcquire(ctx, 5)
 		require.NoError(t, err)
 		fams = scrapeParsed(t, url)
-		if v, ok := lookup(fams, "ratelimiter_grants_per_second", "limiter", goLimiter); ok && v > 0 {
+		goPermits, ok := lookup(fams, "ratelimiter_recorded_permits_total", "limiter", goLimiter)
+		javaPermits, ok2 := lookup(fams, "ratelimiter_recorded_permits_total", "limiter", javaOverall)
+		if ok && ok2 && goPermits > 0 && javaPermits > 0 {
+			require.Equal(t, dto.MetricType_COUNTER, fams["ratelimiter_recorded_permits_total"].GetType())
+			require.Zero(t, math.Mod(goPermits, 5), "Go's grants are of 5 permits")
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "no grants per second seen in 20s")
+		require.True(t, time.Now().Before(deadline), "no recorded permits counted in 20s")
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -122,8 +128,8 @@ func scrapeParsed(t *testing.T, url string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// value returns the gauge of family name whose labels are exactly the
-// given pairs; it fails t when there is none.
+// value returns the value (a gauge's or a counter's) of family name
+// whose labels are exactly the given pairs; it fails t when there is none.
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	t.Helper()
 	v, ok := lookup(fams, name, labels...)
@@ -151,6 +157,9 @@ next:
 			if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
 				continue next
 			}
+		}
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue(), true
 		}
 		return m.GetGauge().GetValue(), true
 	}

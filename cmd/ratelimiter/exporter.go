@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v2"
 
+	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/diag"
 	"github.com/goredisson/ratelimiter/wire"
 )
@@ -56,8 +57,12 @@ type exporterFlags struct {
 }
 
 // defaultListen is --web.listen-address's default: loopback, so that a
-// bare "ratelimiter exporter" exposes nothing beyond the host.
-const defaultListen = "127.0.0.1:9464"
+// bare "ratelimiter exporter" exposes nothing beyond the host. Its port
+// is outside 9100-9999, the range of Prometheus's default port
+// allocations for exporters; 9464, the default before, is OpenTelemetry's
+// Prometheus exporter's (docs/prometheus.md, "The default port", says
+// what was checked).
+const defaultListen = "127.0.0.1:19379"
 
 func (f *exporterFlags) register(fs *flag.FlagSet) {
 	fs.Func("web.listen-address", "address to serve on, host:port; repeat for several (default "+defaultListen+", loopback; port 0 picks a free one)", func(s string) error {
@@ -133,7 +138,7 @@ func (f *exporterFlags) check() error {
 func runExporter(argv []string, stdout, stderr io.Writer) int {
 	var f exporterFlags
 	cmd := standalone{name: "exporter", register: f.register, check: f.check, connOnly: true, lazy: true,
-		usage: "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:9464 ...] [--web.config.file FILE] [--match PATTERN ...]\n\n" +
+		usage: "usage: ratelimiter exporter [--web.listen-address " + defaultListen + " ...] [--web.config.file FILE] [--match PATTERN ...]\n\n" +
 			"Serves Prometheus metrics (text or OpenMetrics) of the limiters found by SCAN, read on each scrape,\n" +
 			"with " + healthyPath + ", " + readyPath + " and a landing page on /. It starts whether or not Redis answers."}
 	return cmd.run(argv, stdout, stderr, func(se session) int {
@@ -213,8 +218,9 @@ func serveAll(ctx context.Context, lns []net.Listener, h http.Handler, webConfig
 }
 
 // handler routes the telemetry path, the health endpoints and the landing
-// page. The metrics are the process's (Go runtime, process, scrapes of
-// this handler, from client_golang's registry) and the exporter's own,
+// page. The metrics are the process's (Go runtime, process, go_build_info,
+// ratelimiter_build_info, scrapes of this handler, from client_golang's
+// registry) and the exporter's own,
 // written as they are read from the last reading (writeSnapshot), in the
 // format the scraper asks for: OpenMetrics or text 0.0.4, gzipped when
 // it accepts gzip.
@@ -224,6 +230,12 @@ func (x *exporter) handler(redisTimeout time.Duration) (http.Handler, error) {
 		return nil, err
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewBuildInfoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(newBuildInfo()); err != nil {
 		return nil, err
 	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
@@ -346,7 +358,32 @@ type exporter struct {
 	lastSuccess time.Time
 	lastStart   time.Time // when the last reading started
 	last        *snapshot // what it produced
-	prevMS      int64     // Redis time of the previous successful reading
+	// prevMS is the greatest Redis time of a successful reading: the
+	// records stamped before it have been counted. 0 before the first.
+	prevMS    int64
+	tallies   []tally // of the budgets the last successful reading read, in its order
+	uncounted int64   // records counted without their permits (too many in a slice)
+}
+
+// tally is what the exporter has counted of one budget's records: how
+// many, and their permits.
+type tally struct {
+	limiter, client  string
+	perClient        bool
+	records, permits int64
+}
+
+// before reports whether budget a comes before budget b in a reading:
+// limiters by name (findLimiters), then their budgets by client id
+// (clientIDs).
+func (a *tally) before(b *tally) bool {
+	if a.limiter != b.limiter {
+		return a.limiter < b.limiter
+	}
+	if a.perClient != b.perClient {
+		return !a.perClient
+	}
+	return a.client < b.client
 }
 
 // reading returns the reading a scrape that arrived at arrived gets: a
@@ -386,7 +423,7 @@ func (x *exporter) readLocked(warmup bool) *snapshot {
 		}
 	}
 	s := &snapshot{c: c, took: time.Since(start), lastSuccess: x.lastSuccess, errors: x.errors, infoErrors: x.infoErrors,
-		warmup: warmup, end: time.Now()}
+		uncounted: x.uncounted, warmup: warmup, end: time.Now()}
 	x.last = s
 	return s
 }
@@ -416,11 +453,16 @@ func (x *exporter) read(ctx context.Context) (*collection, error) {
 		}
 	}
 	lim := readLimits{count: x.f.scanCount, maxScans: x.f.maxScans, maxClients: x.f.maxClients, maxRecords: x.f.maxRecords}
-	prevMS := x.prevMS
-	if prevMS >= nowMS {
-		prevMS = 0
+	// The slice [prevMS, nowMS): the records stamped since the greatest
+	// time of a successful reading. None on the first reading, nor while
+	// Redis's clock is not past that time (a clock stepped back, or a
+	// failover to a server whose clock is behind), so that no record is
+	// counted twice.
+	fromMS := x.prevMS
+	if fromMS >= nowMS {
+		fromMS = 0
 	}
-	if c.limiters, err = readLimiters(ctx, x.rdb, res.limiters, nowMS, prevMS, lim); err != nil {
+	if c.limiters, err = readLimiters(ctx, x.rdb, res.limiters, nowMS, fromMS, lim); err != nil {
 		return nil, err
 	}
 	for i := range c.limiters {
@@ -434,9 +476,49 @@ func (x *exporter) read(ctx context.Context) (*collection, error) {
 			c.idle++
 		}
 	}
-	if prevMS > 0 {
-		c.elapsed = wire.Millis(nowMS - prevMS)
-	}
-	x.prevMS = nowMS
+	x.count(c)
+	x.prevMS = max(x.prevMS, nowMS)
 	return c, nil
+}
+
+// count adds the records of a successful reading's slice to the tallies
+// of the budgets it read (their permits too, unless the slice held more
+// records than --max-records: then x.uncounted counts them), sets each
+// budget's records and permits, and forgets the budgets it did not read,
+// so that memory follows the budgets exported. A budget read again later
+// starts from zero: a counter reset, as at the exporter's restart.
+// Readings list budgets in one order (tally.before), so the previous
+// tallies are matched in one pass; a budget out of that order would only
+// start from zero.
+func (x *exporter) count(c *collection) {
+	n := 0
+	for i := range c.limiters {
+		n += len(c.limiters[i].budgets)
+	}
+	prev, next := x.tallies, make([]tally, 0, n)
+	for i := range c.limiters {
+		l := &c.limiters[i]
+		for j := range l.budgets {
+			b := &l.budgets[j]
+			t := tally{limiter: l.name, client: b.client, perClient: l.cfg.Mode == ratelimiter.PerClient}
+			for len(prev) > 0 && prev[0].before(&t) {
+				prev = prev[1:]
+			}
+			if len(prev) > 0 && !t.before(&prev[0]) {
+				t.records, t.permits = prev[0].records, prev[0].permits
+				prev = prev[1:]
+			}
+			if b.hasSlice {
+				t.records += b.sliceRecords
+				if b.hasSlicePermits {
+					t.permits += b.slicePermits
+				} else {
+					x.uncounted += b.sliceRecords
+				}
+			}
+			b.records, b.permits = t.records, t.permits
+			next = append(next, t)
+		}
+	}
+	x.tallies = next
 }

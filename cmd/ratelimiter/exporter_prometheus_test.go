@@ -170,7 +170,7 @@ func loadDashboard(t *testing.T) dashboard {
 	}
 	require.Equal(t, []string{"Limits", "Go and Redisson", "Clock skew", "Exporter"}, rows)
 	require.Equal(t, []string{
-		"Share of the rate available", "Grants per second", "Available permits and rate", "Records in the window and past it",
+		"Share of the rate available", "Permits granted per second", "Available permits and rate", "Records in the window and past it",
 		"Window permits by writer", "Redisson's share of the window",
 		"Newest record's lead over Redis's clock", "Records stamped after Redis's clock",
 		"Exporter reading Redis", "Exporter scraped", "Read errors per second", "Reading duration",
@@ -417,9 +417,8 @@ scrape_configs:
 			want := map[string][]string{"job": {"ratelimiter"}, "limiter": {overall, perClient}}[v.Name]
 			require.Subset(t, vals, want, "variable %s", v.Name)
 		}
-		// Rates need two scrapes in their range and grants per second two
-		// readings: poll until every query returns series; a query error
-		// fails at once.
+		// Rates need two scrapes in their range: poll until every query
+		// returns series; a query error fails at once.
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 			var empty []string
 			for _, p := range d.Panels {

@@ -53,8 +53,14 @@ type budgetState struct {
 	futureRecords  int64
 	futureLead     time.Duration // of the newest record past Redis's clock
 	newestMS       int64         // score of the newest record; 0: none
-	since          int64         // permits in records stamped in (prev, now]
-	hasSince       bool          // false: no previous reading, or too many records
+	// The reading's slice: the records stamped in [from, now) (see
+	// readLimiters), and their permits when at most --max-records.
+	sliceRecords    int64
+	hasSlice        bool // false: no slice (the first reading), or a key of another type
+	slicePermits    int64
+	hasSlicePermits bool // false: no slice, or more records than --max-records
+	// What the exporter has counted of the budget so far (exporter.count).
+	records, permits int64
 }
 
 // limiterState is one limiter as read.
@@ -71,20 +77,22 @@ type limiterState struct {
 type budgetCounts struct {
 	value                        *redis.StringCmd
 	first                        *redis.ZSliceCmd // the newest record
-	nOld, nLive, nFuture, nSince *redis.IntCmd    // nSince nil: no previous reading
+	nOld, nLive, nFuture, nSlice *redis.IntCmd    // nSlice nil: no slice
 }
 
 // budgetRecords are the pipelined replies that fetch them; a nil one was
 // not asked for (no record to fetch).
 type budgetRecords struct {
-	old, live, since *redis.ZSliceCmd
+	old, live, slice *redis.ZSliceCmd
 }
 
-// readLimiters reads the limiters fs at Redis time nowMS; prevMS is the
-// Redis time of the previous successful reading (0: none). A refused or
-// failed read fails the whole reading; a key of another type is a state
-// the scripts refuse, and its budget gets no available permits.
-func readLimiters(ctx context.Context, rdb redis.UniversalClient, fs []found, nowMS, prevMS int64, lim readLimits) ([]limiterState, error) {
+// readLimiters reads the limiters fs at Redis time nowMS. fromMS starts
+// the reading's slice: the records stamped in [fromMS, nowMS) are counted
+// (and their permits summed), for the exporter's counters; 0: no slice.
+// A refused or failed read fails the whole reading; a key of another type
+// is a state the scripts refuse, and its budget gets no available
+// permits.
+func readLimiters(ctx context.Context, rdb redis.UniversalClient, fs []found, nowMS, fromMS int64, lim readLimits) ([]limiterState, error) {
 	out := make([]limiterState, len(fs))
 	type queued struct {
 		limiter, budget int
@@ -104,7 +112,7 @@ func readLimiters(ctx context.Context, rdb redis.UniversalClient, fs []found, no
 					ttls[i] = p.PTTL(ctx, out[q.limiter].name)
 				}
 				cutoff := nowMS - out[q.limiter].cfg.Interval.Milliseconds()
-				counts[i] = countBudget(ctx, p, q.valueKey, q.permitsKey, cutoff, nowMS, prevMS)
+				counts[i] = countBudget(ctx, p, q.valueKey, q.permitsKey, cutoff, nowMS, fromMS)
 			}
 			return nil
 		})
@@ -129,7 +137,7 @@ func readLimiters(ctx context.Context, rdb redis.UniversalClient, fs []found, no
 					for i := start; i < end; i++ {
 						q := batch[i]
 						cutoff := nowMS - out[q.limiter].cfg.Interval.Milliseconds()
-						recs[i-start] = fetchBudget(ctx, p, q.permitsKey, counts[i], cutoff, nowMS, prevMS, lim.maxRecords)
+						recs[i-start] = fetchBudget(ctx, p, q.permitsKey, counts[i], cutoff, nowMS, fromMS, lim.maxRecords)
 					}
 					return nil
 				})
@@ -192,8 +200,8 @@ func readLimiters(ctx context.Context, rdb redis.UniversalClient, fs []found, no
 
 // countBudget queues the commands that read a budget's value and count
 // its records: past the interval (score <= cutoff), in the window, after
-// Redis's clock, and since the previous reading.
-func countBudget(ctx context.Context, p redis.Pipeliner, valueKey, permitsKey string, cutoff, nowMS, prevMS int64) budgetCounts {
+// Redis's clock, and in the slice [fromMS, nowMS) when fromMS > 0.
+func countBudget(ctx context.Context, p redis.Pipeliner, valueKey, permitsKey string, cutoff, nowMS, fromMS int64) budgetCounts {
 	c := strconv.FormatInt(cutoff, 10)
 	now := strconv.FormatInt(nowMS, 10)
 	b := budgetCounts{
@@ -203,8 +211,8 @@ func countBudget(ctx context.Context, p redis.Pipeliner, valueKey, permitsKey st
 		nLive:   p.ZCount(ctx, permitsKey, "("+c, "+inf"),
 		nFuture: p.ZCount(ctx, permitsKey, "("+now, "+inf"),
 	}
-	if prevMS > 0 {
-		b.nSince = p.ZCount(ctx, permitsKey, "("+strconv.FormatInt(prevMS, 10), now)
+	if fromMS > 0 {
+		b.nSlice = p.ZCount(ctx, permitsKey, strconv.FormatInt(fromMS, 10), "("+now)
 	}
 	return b
 }
@@ -216,8 +224,8 @@ func toFetch(c budgetCounts, maxRecords int64) int64 {
 		return 0 // a key of another type: nothing to fetch
 	}
 	n := min(c.nOld.Val(), wire.ExpireChunk) + min(c.nLive.Val(), maxRecords)
-	if c.nSince != nil && c.nSince.Val() <= maxRecords {
-		n += c.nSince.Val()
+	if c.nSlice != nil && c.nSlice.Val() <= maxRecords {
+		n += c.nSlice.Val()
 	}
 	return n
 }
@@ -225,8 +233,8 @@ func toFetch(c budgetCounts, maxRecords int64) int64 {
 // fetchBudget queues the commands that fetch a budget's records, as
 // counted: the oldest past the interval (at most wire.ExpireChunk, what
 // an acquisition releases), those in the window (at most maxRecords),
-// and those since the previous reading (when at most maxRecords).
-func fetchBudget(ctx context.Context, p redis.Pipeliner, permitsKey string, c budgetCounts, cutoff, nowMS, prevMS, maxRecords int64) budgetRecords {
+// and those of the slice [fromMS, nowMS) (when at most maxRecords).
+func fetchBudget(ctx context.Context, p redis.Pipeliner, permitsKey string, c budgetCounts, cutoff, nowMS, fromMS, maxRecords int64) budgetRecords {
 	var b budgetRecords
 	if c.nOld.Err() != nil {
 		return b
@@ -238,10 +246,10 @@ func fetchBudget(ctx context.Context, p redis.Pipeliner, permitsKey string, c bu
 	if n := c.nLive.Val(); n > 0 {
 		b.live = p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{Min: "(" + cs, Max: "+inf", Count: min(n, maxRecords)})
 	}
-	if c.nSince != nil {
-		if n := c.nSince.Val(); n > 0 && n <= maxRecords {
-			b.since = p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{
-				Min: "(" + strconv.FormatInt(prevMS, 10), Max: strconv.FormatInt(nowMS, 10), Count: maxRecords + 1})
+	if c.nSlice != nil {
+		if n := c.nSlice.Val(); n > 0 && n <= maxRecords {
+			b.slice = p.ZRangeByScoreWithScores(ctx, permitsKey, &redis.ZRangeBy{
+				Min: strconv.FormatInt(fromMS, 10), Max: "(" + strconv.FormatInt(nowMS, 10), Count: maxRecords + 1})
 		}
 	}
 	return b
@@ -295,12 +303,15 @@ func fillBudgetState(b *budgetState, c budgetCounts, r budgetRecords, cfg rateli
 			b.futureLead = time.Duration((top[0].Score - float64(nowMS)) * float64(time.Millisecond))
 		}
 	}
-	if c.nSince != nil && c.nSince.Err() == nil && c.nSince.Val() <= maxRecords {
-		var sum int64
-		for _, z := range zs(r.since) {
-			sum += int64(decodeRecord(z, now).Permits)
+	if c.nSlice != nil && c.nSlice.Err() == nil {
+		b.sliceRecords, b.hasSlice = c.nSlice.Val(), true
+		if b.sliceRecords <= maxRecords {
+			var sum int64
+			for _, z := range zs(r.slice) {
+				sum += int64(decodeRecord(z, now).Permits)
+			}
+			b.slicePermits, b.hasSlicePermits = sum, true
 		}
-		b.since, b.hasSince = sum, true
 	}
 }
 

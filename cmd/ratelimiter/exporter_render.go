@@ -20,7 +20,6 @@ import (
 type collection struct {
 	limiters  []limiterState
 	truncated bool           // a SCAN or limiter bound was hit
-	elapsed   time.Duration  // since the previous successful reading, by Redis's clock; 0 on the first
 	idle      int            // exported limiters with no TTL and no record newer than --idle
 	eviction  *diag.Eviction // nil: INFO failed (not allowed, for example)
 }
@@ -33,6 +32,7 @@ type snapshot struct {
 	lastSuccess time.Time
 	errors      int64 // readings that failed so far
 	infoErrors  int64 // readings whose INFO failed so far
+	uncounted   int64 // records counted without their permits so far
 	// warmup: the reading made at start, which any scrape that waited
 	// for it may take.
 	warmup bool
@@ -55,6 +55,8 @@ func writeSnapshot(e *expo, s *snapshot) {
 	e.sample(float64(s.errors))
 	e.counter("ratelimiter_exporter_info_errors_total", "Readings whose INFO failed (a user without +info, say): their eviction series are absent.")
 	e.sample(float64(s.infoErrors))
+	e.counter("ratelimiter_exporter_uncounted_records_total", "Permit records counted in ratelimiter_permit_records_total whose permits ratelimiter_recorded_permits_total left out: a budget had more than --max-records records stamped between two readings.")
+	e.sample(float64(s.uncounted))
 	e.gauge("ratelimiter_exporter_up", "1 when this scrape's reading of Redis succeeded; 0 when it failed (then no limiter series are sent).")
 	e.sample(b2f(s.c != nil))
 }
@@ -82,11 +84,12 @@ func writeCollection(e *expo, c *collection) {
 	e.sample(b2f(c.truncated))
 }
 
-// limiterFamily is one family of per-limiter series: each calls emit for
-// every series of limiter l (names: l's name labels).
+// limiterFamily is one family of per-limiter series, a counter when its
+// name ends in _total and a gauge otherwise: each calls emit for every
+// series of limiter l (names: l's name labels).
 type limiterFamily struct {
 	name, help string
-	each       func(l *limiterState, names []label, elapsed time.Duration, emit func(v float64, labels ...label))
+	each       func(l *limiterState, names []label, emit func(v float64, labels ...label))
 }
 
 // budgetLabels are the labels of budget b of a limiter labelled names.
@@ -99,11 +102,11 @@ func budgetLabels(names []label, b *budgetState) []label {
 
 // perBudget makes a family's each from one figure of a budget; ok false
 // leaves the budget out.
-func perBudget(v func(b *budgetState, elapsed time.Duration) (float64, bool)) func(*limiterState, []label, time.Duration, func(float64, ...label)) {
-	return func(l *limiterState, names []label, elapsed time.Duration, emit func(float64, ...label)) {
+func perBudget(v func(b *budgetState) (float64, bool)) func(*limiterState, []label, func(float64, ...label)) {
+	return func(l *limiterState, names []label, emit func(float64, ...label)) {
 		for i := range l.budgets {
 			b := &l.budgets[i]
-			if x, ok := v(b, elapsed); ok {
+			if x, ok := v(b); ok {
 				emit(x, budgetLabels(names, b)...)
 			}
 		}
@@ -112,35 +115,35 @@ func perBudget(v func(b *budgetState, elapsed time.Duration) (float64, bool)) fu
 
 var limiterFamilies = []limiterFamily{
 	{"ratelimiter_rate", "Permits per interval (the limiter's rate).",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			emit(float64(l.cfg.Rate), names...)
 		}},
 	{"ratelimiter_interval_seconds", "The limiter's window.",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			emit(l.cfg.Interval.Seconds(), names...)
 		}},
 	{"ratelimiter_info", "1 for every limiter; mode is overall or per-client.",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			emit(1, append(names[:len(names):len(names)], label{"mode", l.cfg.Mode.String()})...)
 		}},
 	{"ratelimiter_ttl_seconds", "Time to live of the limiter's config key; absent when it has none.",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			if l.ttl >= 0 {
 				emit(l.ttl.Seconds(), names...)
 			}
 		}},
 	{"ratelimiter_clients", "PER_CLIENT client ids found (at most --max-clients).",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			if l.cfg.Mode == ratelimiter.PerClient {
 				emit(float64(l.clientsFound), names...)
 			}
 		}},
 	{"ratelimiter_available_permits", "Permits an acquisition would find now (by Redis's clock); absent for a state the scripts refuse.",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return float64(b.available), b.hasAvailable })},
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.available), b.hasAvailable })},
 	{"ratelimiter_window_permits", "Permits held by records in the window; absent when the window holds more records than --max-records.",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return float64(b.windowPermits), b.hasWindow })},
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.windowPermits), b.hasWindow })},
 	{"ratelimiter_window_permits_by_writer", "Permits held by records in the window, by writer: go for records this library marks, redisson for the others (Redisson's, or unmarked Go clients'); absent as ratelimiter_window_permits is.",
-		func(l *limiterState, names []label, _ time.Duration, emit func(float64, ...label)) {
+		func(l *limiterState, names []label, emit func(float64, ...label)) {
 			for i := range l.budgets {
 				b := &l.budgets[i]
 				if !b.hasWindow {
@@ -153,29 +156,30 @@ var limiterFamilies = []limiterFamily{
 			}
 		}},
 	{"ratelimiter_window_records", "Permit records in the window.",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return float64(b.windowRecords), true })},
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.windowRecords), true })},
 	{"ratelimiter_expired_records", "Records past the interval, not yet released (the next acquisition releases them).",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return float64(b.expiredRecords), true })},
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.expiredRecords), true })},
 	{"ratelimiter_future_records", "Records stamped after Redis's clock: written by a client whose clock is ahead.",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return float64(b.futureRecords), true })},
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.futureRecords), true })},
 	{"ratelimiter_future_lead_seconds", "How far the newest record is stamped after Redis's clock; 0 when none is.",
-		perBudget(func(b *budgetState, _ time.Duration) (float64, bool) { return b.futureLead.Seconds(), true })},
-	{"ratelimiter_grants_per_second", "Permits in records stamped since the previous scrape's reading (by any scraper), per second of Redis time.",
-		perBudget(func(b *budgetState, elapsed time.Duration) (float64, bool) {
-			if !b.hasSince || elapsed <= 0 {
-				return 0, false
-			}
-			return float64(b.since) / elapsed.Seconds(), true
-		})},
+		perBudget(func(b *budgetState) (float64, bool) { return b.futureLead.Seconds(), true })},
+	{"ratelimiter_permit_records_total", "Permit records counted since this exporter first read the budget, each once, by the reading whose slice of Redis time (from the previous reading's, included, to its own, excluded) holds its stamp: one per call that granted permits (a combined batch or a lease is one call).",
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.records), true })},
+	{"ratelimiter_recorded_permits_total", "Permits held by the records ratelimiter_permit_records_total counts, as read; a slice of more than --max-records records adds none (ratelimiter_exporter_uncounted_records_total counts them).",
+		perBudget(func(b *budgetState) (float64, bool) { return float64(b.permits), true })},
 }
 
 // writeLimiters writes the limiters' series, family by family.
 func writeLimiters(e *expo, c *collection) {
 	for _, f := range limiterFamilies {
-		e.gauge(f.name, f.help)
+		if strings.HasSuffix(f.name, "_total") {
+			e.counter(f.name, f.help)
+		} else {
+			e.gauge(f.name, f.help)
+		}
 		for i := range c.limiters {
 			l := &c.limiters[i]
-			f.each(l, quotedLabels("limiter", l.name, l.quoted), c.elapsed, e.sample)
+			f.each(l, quotedLabels("limiter", l.name, l.quoted), e.sample)
 		}
 	}
 }

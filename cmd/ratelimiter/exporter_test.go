@@ -117,6 +117,73 @@ func TestExporterServesLimiters(t *testing.T) {
 	require.NotContains(t, got, `ratelimiter_rate{limiter=`+q(other)+`}`)
 }
 
+// The page carries ratelimiter_build_info with the version and revision
+// that --version prints and the Go version, and client_golang's
+// go_build_info.
+func TestExporterBuildInfo(t *testing.T) {
+	out := strings.TrimSpace(ok(t, cliOffline(t, "--version")).stdout)
+	v, rest, found := strings.Cut(strings.TrimPrefix(out, "ratelimiter "), " (")
+	require.True(t, found, out)
+	parts := strings.Split(strings.TrimSuffix(rest, ")"), ", ")
+	revision, goVersion := "unknown", parts[len(parts)-1]
+	if len(parts) == 2 {
+		revision = parts[0]
+	}
+	got := scrape(t, startExporter(t, "--match", uniqueName(t)))
+	q := strconv.Quote
+	series := `ratelimiter_build_info{goversion=` + q(goVersion) + `,revision=` + q(revision) + `,version=` + q(v) + `}`
+	require.Equal(t, 1.0, got[series], "%s in %v", series, got)
+	var goBuild bool
+	for s := range got {
+		goBuild = goBuild || strings.HasPrefix(s, "go_build_info{")
+	}
+	require.True(t, goBuild, "go_build_info")
+}
+
+// Issue 37: two scrapers read the record counters alike. Scraper B,
+// scraping right after scraper A, sees the permits granted before A's
+// scrape (a gauge of what came since the previous reading, whoever took
+// it, showed B nothing), and neither sees a record counted twice.
+func TestExporterCountersReadAlike(t *testing.T) {
+	ctx := context.Background()
+	name := uniqueName(t)
+	l := ratelimiter.NewClient(newRedis(t)).Limiter(name)
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 100, Interval: time.Hour})
+	require.NoError(t, err)
+	_, err = l.TryAcquire(ctx, 9) // before the exporter's first reading: not counted
+	require.NoError(t, err)
+	metrics := startExporter(t, "--match", name)
+	a := &http.Client{Transport: &http.Transport{}}
+	b := &http.Client{Transport: &http.Transport{}}
+	q := strconv.Quote(name)
+	records, permits := `ratelimiter_permit_records_total{limiter=`+q+`}`, `ratelimiter_recorded_permits_total{limiter=`+q+`}`
+	read := func(c *http.Client) (float64, float64) {
+		t.Helper()
+		resp, err := c.Get(metrics)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Contains(t, string(body), "# TYPE ratelimiter_recorded_permits_total counter\n")
+		got := samples(t, body)
+		return got[records], got[permits]
+	}
+	for _, c := range []*http.Client{a, b} {
+		n, p := read(c)
+		require.Equal(t, [2]float64{0, 0}, [2]float64{n, p})
+	}
+	for _, n := range []int64{2, 3} {
+		granted, err := l.TryAcquire(ctx, n)
+		require.NoError(t, err)
+		require.True(t, granted)
+	}
+	time.Sleep(3 * time.Millisecond) // the next reading's Redis time is past the records' stamps
+	for _, c := range []*http.Client{a, b, a, b} {
+		n, p := read(c)
+		require.Equal(t, [2]float64{2, 5}, [2]float64{n, p}, "records, permits")
+	}
+}
+
 // Bad flags are usage errors: exit 2, one line, nothing served.
 func TestExporterFlags(t *testing.T) {
 	for _, args := range [][]string{

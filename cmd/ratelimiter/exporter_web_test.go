@@ -89,6 +89,43 @@ func TestExporterHelpListsItsFlags(t *testing.T) {
 	}, got, r.stdout)
 }
 
+// The default address is loopback on port 19379, which no exporter of
+// Prometheus's default port allocations holds (9464, the default before,
+// is OpenTelemetry's Prometheus exporter's); the usage line and the
+// flag's help say it.
+func TestExporterDefaultPort(t *testing.T) {
+	r := ok(t, cliOffline(t, "exporter", "-h"))
+	require.Contains(t, r.stdout, "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:19379 ...]")
+	require.Contains(t, r.stdout, "(default 127.0.0.1:19379, loopback;")
+	require.NotContains(t, r.stdout, "9464")
+}
+
+// --web.telemetry-path moves the metrics: they are served there (the
+// line on stdout and the landing page say so), and /metrics is not
+// found; the health endpoints stay where they are. A path that is not
+// absolute, or is /, /-/healthy or /-/ready, is a usage error.
+func TestExporterTelemetryPath(t *testing.T) {
+	name := uniqueName(t)
+	newLimiter(t, name, ratelimiter.Config{Rate: 6, Interval: time.Hour}, 0)
+	metrics := startExporter(t, "--match", name, "--web.telemetry-path", "/probe/metrics")
+	base, found := strings.CutSuffix(metrics, "/probe/metrics")
+	require.True(t, found, metrics)
+	got := scrape(t, metrics)
+	require.Equal(t, 6.0, got[`ratelimiter_rate{limiter=`+strconv.Quote(name)+`}`])
+	c := rawClient(nil)
+	resp, _ := get(t, c, base+"/metrics", nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, body := get(t, c, base+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `href="/probe/metrics"`)
+	resp, _ = get(t, c, base+"/-/healthy", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, path := range []string{"metrics", "/", "/-/healthy", "/-/ready"} {
+		r := failsWith(t, 2, cliOffline(t, "exporter", "--web.telemetry-path", path))
+		require.Contains(t, r.stderr, "--web.telemetry-path", path)
+	}
+}
+
 // The metrics come as OpenMetrics when the scraper asks for it (as
 // Prometheus does), as text 0.0.4 otherwise, and gzipped when the
 // scraper accepts gzip.
