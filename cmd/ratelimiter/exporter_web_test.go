@@ -96,7 +96,7 @@ func TestExporterHelpListsItsFlags(t *testing.T) {
 func TestExporterDefaultPort(t *testing.T) {
 	r := ok(t, cliOffline(t, "exporter", "-h"))
 	require.Contains(t, r.stdout, "usage: ratelimiter exporter [--web.listen-address 127.0.0.1:19379 ...]")
-	require.Contains(t, r.stdout, "(default 127.0.0.1:19379, loopback;")
+	require.Contains(t, strings.Join(strings.Fields(r.stdout), " "), "(default 127.0.0.1:19379, loopback;") // help wraps lines
 	require.NotContains(t, r.stdout, "9464")
 }
 
