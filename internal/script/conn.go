@@ -44,6 +44,7 @@ type Conn struct {
 	perClient   perClientSet  // limiters found PER_CLIENT (stamp.go)
 	restart     restarts      // servers seen, restarts and fills (restart.go)
 	watch       clockWatch    // the server's clock, for steps (clockstep.go)
+	pipe        pipe          // acquire calls under load share writes (pipe.go)
 }
 
 // New returns a Conn on rdb (which may be nil: every call then fails in

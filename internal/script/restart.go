@@ -234,7 +234,7 @@ func (c *Conn) runGranting(ctx context.Context, s *redis.Script, keys []string, 
 	if err := c.fillDue(ctx, limiters); err != nil {
 		return nil, err
 	}
-	v, err := s.EvalSha(ctx, c.rdb, keys, args...).Result()
+	v, err := c.evalSha(ctx, s, keys, args).Result()
 	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return v, err
 	}

@@ -1,0 +1,191 @@
+package script
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script calls for different limiters share writes to Redis (docs/
+// performance.md, "Many limiters"). Combining (internal/engine) joins the
+// calls of one limiter; with many limiters, each seldom hit twice at
+// once, it never engages, and every decision cost Redis a read and a
+// write of its own. So a Conn lets at most pipeFlights acquire calls be in
+// flight at once: a call that finds fewer is sent at once on its caller's
+// goroutine, as go-redis would send it; a call that finds them all out
+// waits, and when a flight lands every call that waited goes out in one
+// go-redis pipeline (split by node on a Cluster). Nothing waits while
+// Redis has little to do, and under load Redis reads many calls in one
+// read and answers them in one write.
+//
+// go-redis 9.2x has an automatic pipeliner of its own, but it is a mode
+// of the user's client and the library supports go-redis from 9.17.
+const (
+	// pipeFlights is how many acquire calls or pipelines may be in
+	// flight at once on a Conn.
+	pipeFlights = 4
+	// pipeMost bounds the calls in one pipeline.
+	pipeMost = 128
+	// pipeStale is how long a call waits for a flight before it goes
+	// on its own: far longer than a loaded server's pipeline takes, far
+	// shorter than go-redis's timeouts on a stalled one.
+	pipeStale = 50 * time.Millisecond
+)
+
+// pipe is a Conn's gate for acquire calls.
+type pipe struct {
+	mu      sync.Mutex
+	flights int
+	queue   []*pipedCall
+}
+
+// pipedCall is a call waiting for a flight.
+type pipedCall struct {
+	ctx  context.Context
+	cmd  *redis.Cmd
+	sent bool          // taken into a pipeline (guarded by pipe.mu)
+	done chan struct{} // closed when cmd has its reply or error
+}
+
+// evalSha runs EVALSHA of s on keys through the pipe and returns its
+// command, done: as s.EvalSha would, but sharing writes under load.
+func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", s.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3) // a Cluster routes by the first key
+	c.pipe.do(c.rdb, ctx, cmd)
+	return cmd
+}
+
+// do sends cmd on rdb: at once when a flight is free, else in the next
+// pipeline. A call that waited pipeStale unsent is sent at once beside
+// the flights (they are stuck: a stalled server, a slow dial). A call
+// whose context ends before it is sent fails with the context's error,
+// unsent; one sent waits for its reply, as go-redis's own calls do (the
+// engine bounds its callers' waits).
+func (p *pipe) do(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd) {
+	p.mu.Lock()
+	if p.flights < pipeFlights {
+		p.flights++
+		p.mu.Unlock()
+		p.send(rdb, ctx, cmd)
+		return
+	}
+	q := &pipedCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	p.queue = append(p.queue, q)
+	p.mu.Unlock()
+	stale := time.NewTimer(pipeStale)
+	defer stale.Stop()
+	var err error
+	select {
+	case <-q.done:
+		return
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-stale.C:
+	}
+	if !p.unqueue(q) {
+		<-q.done // sent meanwhile
+		return
+	}
+	if err != nil {
+		cmd.SetErr(err)
+		return
+	}
+	p.mu.Lock()
+	p.flights++
+	p.mu.Unlock()
+	p.send(rdb, ctx, cmd)
+}
+
+// send sends cmd on its own, as a flight, and lands it.
+func (p *pipe) send(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd) {
+	_ = rdb.Process(ctx, cmd)
+	p.land(rdb)
+}
+
+// unqueue takes q out of the queue and reports whether it was still
+// there (not sent).
+func (p *pipe) unqueue(q *pipedCall) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q.sent {
+		return false
+	}
+	for i, x := range p.queue {
+		if x == q {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+// land ends a flight: the calls that waited, if any, fly next.
+func (p *pipe) land(rdb redis.UniversalClient) {
+	if batch := p.next(); batch != nil {
+		go p.fly(rdb, batch)
+	}
+}
+
+// next takes the calls that waited, up to pipeMost, and keeps the
+// flight; with none, it ends the flight and returns nil.
+func (p *pipe) next() []*pipedCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.flights--
+		return nil
+	}
+	n := min(len(p.queue), pipeMost)
+	batch := make([]*pipedCall, n)
+	copy(batch, p.queue)
+	p.queue = append(p.queue[:0], p.queue[n:]...)
+	for _, q := range batch {
+		q.sent = true
+	}
+	return batch
+}
+
+// fly sends batch in one pipeline, answers its calls, and goes on with
+// the calls that waited meanwhile.
+func (p *pipe) fly(rdb redis.UniversalClient, batch []*pipedCall) {
+	for batch != nil {
+		ctx, cancel := pipeContext(batch)
+		pl := rdb.Pipeline()
+		for _, q := range batch {
+			_ = pl.Process(q.ctx, q.cmd)
+		}
+		_, _ = pl.Exec(ctx) // each command holds its own reply or error
+		cancel()
+		for _, q := range batch {
+			close(q.done)
+		}
+		batch = p.next()
+	}
+}
+
+// pipeContext is a pipeline's context: the first call's values, ending at
+// the latest deadline among the calls, or never if one of them has none
+// (a caller that leaves does not end the others' calls).
+func pipeContext(batch []*pipedCall) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(batch[0].ctx)
+	var latest time.Time
+	for _, q := range batch {
+		dl, ok := q.ctx.Deadline()
+		if !ok {
+			return base, func() {}
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(base, latest)
+}

@@ -1,0 +1,220 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
+)
+
+// echo replies with its key and argument, so that a reply that reached the
+// wrong caller shows.
+var echo = redis.NewScript(`return KEYS[1] .. '/' .. ARGV[1]`)
+
+// pipeHook counts what go-redis sends: single commands by first key,
+// pipelines of script calls by size; a single command whose key is in stuck waits until
+// release is closed (a flight that does not come back).
+type pipeHook struct {
+	mu        sync.Mutex
+	singles   map[string]int
+	pipelines []int
+	stuck     map[string]bool
+	release   chan struct{}
+}
+
+func newPipeHook() *pipeHook {
+	return &pipeHook{singles: map[string]int{}, stuck: map[string]bool{}, release: make(chan struct{})}
+}
+
+func (h *pipeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		key := ""
+		if a := cmd.Args(); len(a) > 3 {
+			key = fmt.Sprint(a[3])
+		}
+		h.mu.Lock()
+		h.singles[key]++
+		stuck := h.stuck[key]
+		h.mu.Unlock()
+		if stuck {
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" { // not a new connection's handshake
+			h.mu.Lock()
+			h.pipelines = append(h.pipelines, len(cmds))
+			h.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *pipeHook) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.singles[key]
+}
+
+// queued returns the calls waiting for a flight.
+func (p *pipe) queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// pipeConn starts a redis-server and returns a Conn on it with h as a hook.
+func pipeConn(t *testing.T, h *pipeHook) (*Conn, context.Context) {
+	t.Helper()
+	redistest.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	srv, err := redistest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	if err := echo.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(h)
+	return New(rdb, Options{}), ctx
+}
+
+// waitQueued waits until n calls wait for a flight.
+func waitQueued(t *testing.T, c *Conn, n int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); c.pipe.queued() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d calls queued, want %d", c.pipe.queued(), n)
+		}
+	}
+}
+
+// A lone caller's calls go out one by one, at once; while pipeFlights are
+// out, the calls that come wait and then go out together in one
+// pipeline, each with its own reply.
+func TestPipeSharesWrites(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	for i := range 3 {
+		if v, err := c.evalSha(ctx, echo, []string{"lone"}, []any{i}).Text(); err != nil || v != fmt.Sprintf("lone/%d", i) {
+			t.Fatalf("lone call %d: %q, %v", i, v, err)
+		}
+	}
+	if n := h.count("lone"); n != 3 || len(h.pipelines) != 0 {
+		t.Fatalf("a lone caller: %d single commands, pipelines %v; want 3 and none", n, h.pipelines)
+	}
+
+	for i := range pipeFlights {
+		h.stuck[fmt.Sprintf("out%d", i)] = true
+	}
+	var wg sync.WaitGroup
+	call := func(key string, arg int) {
+		defer wg.Done()
+		if v, err := c.evalSha(ctx, echo, []string{key}, []any{arg}).Text(); err != nil || v != fmt.Sprintf("%s/%d", key, arg) {
+			t.Errorf("%s: %q, %v", key, v, err)
+		}
+	}
+	for i := range pipeFlights {
+		wg.Add(1)
+		go call(fmt.Sprintf("out%d", i), i)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := 0
+		for i := range pipeFlights {
+			n += h.count(fmt.Sprintf("out%d", i))
+		}
+		if n == pipeFlights {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d flights out", n, pipeFlights)
+		}
+	}
+	const waiting = 20
+	for i := range waiting {
+		wg.Add(1)
+		go call(fmt.Sprintf("k%d", i), i)
+	}
+	waitQueued(t, c, waiting)
+	close(h.release)
+	wg.Wait()
+	if len(h.pipelines) != 1 || h.pipelines[0] != waiting {
+		t.Errorf("pipelines %v, want one of %d", h.pipelines, waiting)
+	}
+	for i := range waiting {
+		if n := h.count(fmt.Sprintf("k%d", i)); n != 0 {
+			t.Errorf("k%d went out on its own %d times", i, n)
+		}
+	}
+}
+
+// A call that waits pipeStale for a flight (every flight stuck: a stalled
+// server, a slow dial) goes out on its own; a call whose context ends
+// while it waits fails with the context's error and is never sent.
+func TestPipeStaleAndCanceled(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	var wg sync.WaitGroup
+	for i := range pipeFlights {
+		h.stuck[fmt.Sprintf("out%d", i)] = true
+	}
+	for i := range pipeFlights {
+		key := fmt.Sprintf("out%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.evalSha(ctx, echo, []string{key}, []any{i}).Err(); err != nil {
+				t.Errorf("%s: %v", key, err)
+			}
+		}()
+	}
+	defer func() { close(h.release); wg.Wait() }()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.pipe.mu.Lock()
+		out := c.pipe.flights
+		c.pipe.mu.Unlock()
+		if out == pipeFlights {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d flights out", out, pipeFlights)
+		}
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	go func() { gone <- c.evalSha(cctx, echo, []string{"gone"}, []any{0}).Err() }()
+	waitQueued(t, c, 1)
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled while waiting: %v, want context.Canceled", err)
+	}
+
+	start := time.Now()
+	v, err := c.evalSha(ctx, echo, []string{"late"}, []any{1}).Text()
+	if err != nil || v != "late/1" {
+		t.Errorf("a call behind stuck flights: %q, %v", v, err)
+	}
+	if waited := time.Since(start); waited < pipeStale {
+		t.Errorf("went out on its own after %v, before pipeStale %v", waited, pipeStale)
+	}
+	if h.count("gone") != 0 || h.count("late") != 1 || len(h.pipelines) != 0 {
+		t.Errorf("sent: gone %d, late %d on its own, pipelines %v; want 0, 1, none", h.count("gone"), h.count("late"), h.pipelines)
+	}
+}
