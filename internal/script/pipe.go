@@ -13,15 +13,14 @@ import (
 // calls of one limiter; with many limiters, each seldom hit twice at
 // once, it never engages, and every decision cost Redis a read and a
 // write of its own. So a Conn lets at most pipeFlights acquire calls be in
-// flight at once: a call that finds fewer is sent at once on its caller's
-// goroutine, as go-redis would send it; a call that finds them all out
-// waits, and when a flight lands every call that waited goes out in one
-// go-redis pipeline (split by node on a Cluster). Nothing waits while
+// flight at once: a call that finds fewer is sent at once, as go-redis
+// would send it; a call that finds them all out waits, and when a flight
+// lands every call that waited goes out in one go-redis pipeline (split by node on a Cluster). Nothing waits while
 // Redis has little to do, and under load Redis reads many calls in one
 // read and answers them in one write.
 //
-// go-redis 9.2x has an automatic pipeliner of its own, but it is a mode
-// of the user's client and the library supports go-redis from 9.17.
+// go-redis 9.23 has an automatic pipeliner (AutoPipeliner), but it is a
+// mode of the user's client, and the library supports go-redis from 9.17.
 const (
 	// pipeFlights is how many acquire calls or pipelines may be in
 	// flight at once on a Conn.
