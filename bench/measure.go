@@ -29,6 +29,9 @@ func (b *bench) measure(ctx context.Context, r *results, o measureOptions) error
 	if r.lat, err = b.latency(ctx); err != nil {
 		return err
 	}
+	if r.lone, err = b.loneCaller(ctx); err != nil {
+		return err
+	}
 	if r.costNames, r.cost, err = b.callerCost(ctx); err != nil {
 		return err
 	}

@@ -49,6 +49,8 @@ type plan struct {
 	keyedCallers  int           // concurrent callers, each on a limiter drawn at random per decision
 	keyedRounds   int           // rounds per regime and count, contenders alternated in each
 	keyedRound    time.Duration // one contender's run per round (after a fifth of it as warm-up)
+
+	loneCalls int // steps of the lone-caller section per path (each calls every side once)
 }
 
 // fullPlan is `make bench`: about 6.5 minutes on a 2-core machine.
@@ -89,6 +91,7 @@ var fullPlan = plan{
 	keyedCallers:     64,
 	keyedRounds:      5,
 	keyedRound:       2 * time.Second,
+	loneCalls:        5_000,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -130,4 +133,5 @@ var quickPlan = plan{
 	keyedCallers:     64,
 	keyedRounds:      1,
 	keyedRound:       300 * time.Millisecond,
+	loneCalls:        300,
 }

@@ -44,6 +44,15 @@ func TestQuickRun(t *testing.T) {
 	checkFleet(t, r.fleet, r.plan.fleetRounds, md)
 	require.NotNil(t, r.keyed)
 	checkKeyed(t, r.keyed, r.plan, md)
+	require.NotNil(t, r.lone)
+	require.Contains(t, md, "### A lone caller, call by call")
+	for _, p := range paths {
+		require.Len(t, r.lone.p50[p.name], len(r.lone.names), p.name)
+		for i, name := range r.lone.names {
+			require.Positive(t, r.lone.p50[p.name][i], "%s, %s path", name, p.name)
+			require.LessOrEqual(t, r.lone.p50[p.name][i], r.lone.p99[p.name][i], "%s, %s path", name, p.name)
+		}
+	}
 	for _, title := range append(tables, "### Combining", "### Fleet: Clients sharing one limiter, over-asking",
 		"### Fleet: Clients sharing one limiter, under-asking", "### The floor from redis-benchmark", "### Blocked callers", "### The caller's cost",
 		"### Replica acknowledgement", "### Redis time by records", "### Redis instructions", "### Several limits") {

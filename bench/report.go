@@ -30,6 +30,7 @@ type results struct {
 	replica     replicaResult
 	fleet       *fleetResult
 	keyed       *keyedResult
+	lone        *loneResult
 }
 
 // environment names what the numbers came from.
@@ -88,6 +89,9 @@ func (r *results) writeMarkdown(w io.Writer) {
 	}
 	r.blockedTable(w)
 	r.latencyTable(w)
+	if r.lone != nil {
+		r.lone.write(w)
+	}
 	r.costTable(w)
 	r.replicaTable(w)
 	r.windowTable(w)

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter"
+)
+
+// The lone-caller section: one caller, the sides interleaved call by call
+// (each step calls every side once, in an order that rotates), so that a
+// busy moment of a shared machine falls on every side alike. Granted
+// (rate 10^9 per second) and refused (one per hour, taken) paths.
+
+// loneSide is one side of the lone-caller section.
+type loneSide struct {
+	name string
+	// open sets up a limiter for the path and returns its decide call.
+	open func(ctx context.Context, key string, rate int64, interval time.Duration) (func(context.Context) (bool, error), error)
+	// deadline: every call gets a context with a 1 s deadline (a
+	// per-request context), not ctx itself.
+	deadline bool
+}
+
+// loneResult is each side's latencies by path.
+type loneResult struct {
+	names []string
+	paths []string
+	p50   map[string][]time.Duration // by path, by side
+	p90   map[string][]time.Duration
+	p99   map[string][]time.Duration
+	calls int
+}
+
+// loneSides: ours with context.Background() and with a per-call deadline,
+// redis_rate, and the one-command floor.
+func loneSides(rdb *redis.Client) []loneSide {
+	c := ratelimiter.NewClient(rdb)
+	ours := func(ctx context.Context, key string, rate int64, interval time.Duration) (func(context.Context) (bool, error), error) {
+		l := c.Limiter(key)
+		if _, err := l.TrySetRate(ctx, ratelimiter.Config{Mode: ratelimiter.Overall, Rate: rate, Interval: interval}); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (bool, error) { return l.TryAcquire(ctx, 1) }, nil
+	}
+	rl := redis_rate.NewLimiter(rdb)
+	gcra := func(ctx context.Context, key string, rate int64, interval time.Duration) (func(context.Context) (bool, error), error) {
+		lim := redis_rate.Limit{Rate: int(rate), Burst: int(rate), Period: interval}
+		return func(ctx context.Context) (bool, error) {
+			res, err := rl.Allow(ctx, key, lim)
+			return err == nil && res.Allowed > 0, err
+		}, nil
+	}
+	fl := func(ctx context.Context, key string, rate int64, interval time.Duration) (func(context.Context) (bool, error), error) {
+		k := classic{rdb: rdb, key: key, rate: rate, interval: interval.Milliseconds()}
+		return func(ctx context.Context) (bool, error) { return k.floor(ctx, time.Now().UnixMilli()) }, nil
+	}
+	return []loneSide{
+		{name: "ratelimiter (default), context.Background()", open: ours},
+		{name: "ratelimiter (default), a 1 s deadline per call", open: ours, deadline: true},
+		{name: "GCRA (redis_rate v10)", open: gcra},
+		{name: floorName, open: fl},
+	}
+}
+
+// loneCaller runs both paths, plan.loneCalls steps each.
+func (b *bench) loneCaller(ctx context.Context) (*loneResult, error) {
+	sides := loneSides(b.rdb)
+	r := &loneResult{p50: map[string][]time.Duration{}, p90: map[string][]time.Duration{}, p99: map[string][]time.Duration{}, calls: b.plan.loneCalls}
+	for _, s := range sides {
+		r.names = append(r.names, s.name)
+	}
+	for _, p := range paths {
+		r.paths = append(r.paths, p.name)
+		each, err := b.loneRun(ctx, sides, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, ds := range each {
+			slices.Sort(ds)
+			r.p50[p.name] = append(r.p50[p.name], quantile(ds, 0.50))
+			r.p90[p.name] = append(r.p90[p.name], quantile(ds, 0.90))
+			r.p99[p.name] = append(r.p99[p.name], quantile(ds, 0.99))
+		}
+		b.progress("lone caller, %s path: done", p.name)
+	}
+	return r, nil
+}
+
+// loneRun opens a limiter per side on path p and interleaves their calls.
+func (b *bench) loneRun(ctx context.Context, sides []loneSide, p path) ([][]time.Duration, error) {
+	calls := make([]func(context.Context) (bool, error), len(sides))
+	for i, s := range sides {
+		key := b.key("lone")
+		defer b.drop(ctx, key)
+		f, err := s.open(ctx, key, p.rate, p.interval)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		for range max(p.warm, 1) + 20 { // connections, script cache; the refused path's grant
+			if _, err := f(ctx); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		calls[i] = f
+	}
+	each := make([][]time.Duration, len(sides))
+	for step := 0; step < b.plan.loneCalls; step++ {
+		for k := range sides {
+			i := (step + k) % len(sides)
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			start := time.Now()
+			if sides[i].deadline {
+				cctx, cancel = context.WithTimeout(ctx, time.Second)
+			}
+			_, err := calls[i](cctx)
+			d := time.Since(start)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", sides[i].name, err)
+			}
+			each[i] = append(each[i], d)
+		}
+	}
+	return each, nil
+}
+
+// write prints the lone-caller table: p50, p90 and p99 by path, and each
+// side's p50 as a ratio to redis_rate's.
+func (r *loneResult) write(w io.Writer) {
+	fmt.Fprint(w, "\n### A lone caller, call by call\n\n")
+	fmt.Fprintf(w, "One caller; %d steps per path, each step calling every side once in a rotating order "+
+		"(the time of a call includes the context's making for the deadline side); x is the ratio of p50 to redis_rate's.\n\n", r.calls)
+	fmt.Fprint(w, "| path | side | p50 µs | x redis_rate | p90 µs | p99 µs |\n|---|---|---:|---:|---:|---:|\n")
+	ref := slices.Index(r.names, "GCRA (redis_rate v10)")
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	for _, p := range r.paths {
+		for i, name := range r.names {
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.2f | %.1f | %.1f |\n", p, name, us(r.p50[p][i]),
+				us(r.p50[p][i])/us(r.p50[p][ref]), us(r.p90[p][i]), us(r.p99[p][i]))
+		}
+	}
+}
