@@ -36,8 +36,19 @@ func (t *limiterTarget) MaxWeight() int64 { return 1 }
 func (t *limiterTarget) Name() string { return t.name }
 
 // Decide runs internal/script/lua/acquire.lua once for the permits ns.
+// With an outage fallback, it notes the rate the reply carries, asking
+// for the reply that carries it when the rate is unknown or stale.
 func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
-	return t.c.conn.Acquire(ctx, t.sk, f, ns)
+	out := t.c.out
+	if out == nil {
+		return t.c.conn.Acquire(ctx, t.sk, f, ns)
+	}
+	if f.Kind == engine.Single && out.stale(t.lane) {
+		f.Kind = engine.Table
+	}
+	b := t.c.conn.Acquire(ctx, t.sk, f, ns)
+	out.learnReply(t.lane, b)
+	return b
 }
 
 // GiveBack runs internal/script/lua/release.lua: n permits back, out of
@@ -58,6 +69,9 @@ func (t *limiterTarget) Census(ctx context.Context, max int) (time.Duration, []e
 // Lease runs internal/script/lua/lease.lua; its error names the limiter.
 func (t *limiterTarget) Lease(ctx context.Context, call engine.LeaseCall) engine.LeaseReply {
 	r := t.c.conn.Lease(ctx, t.sk, call)
+	if t.c.out != nil && r.Err == nil && r.Interval > 0 {
+		t.c.out.learn(t.lane, r.Rate, r.Interval)
+	}
 	r.Err = t.lim().wrap(r.Err)
 	return r
 }
