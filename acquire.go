@@ -132,7 +132,7 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 	}
 	o := t.client().eng.Try(ctx, t.target(), n, detail)
 	d.note(o)
-	if r != nil && unreachable(o.Err) && r.c.out.knows(r.lane) {
+	if r != nil && unreachable(o.Err) {
 		// The call that found Redis unreachable is decided locally too.
 		r.c.out.enter(o.Err)
 		if res, err, ok := r.tryLocal(ctx, &d, n); ok {

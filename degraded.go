@@ -67,9 +67,10 @@ func (r *Limiter) waitDegraded(ctx context.Context, d *Decision, n int64, limit 
 		}
 		o := r.c.eng.Wait(ctx, r.target(), n, limit, nil)
 		waited += o.Waited
-		if unreachable(o.Err) && r.c.out.knows(r.lane) {
-			r.c.out.enter(o.Err)
-			continue
+		if unreachable(o.Err) {
+			if r.c.out.enter(o.Err); r.c.out.knows(r.lane) {
+				continue
+			}
 		}
 		d.note(o)
 		d.Waited = waited

@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,7 +38,10 @@ func (t *limiterTarget) Name() string { return t.name }
 
 // Decide runs internal/script/lua/acquire.lua once for the permits ns.
 // With an outage fallback, it notes the rate the reply carries, asking
-// for the reply that carries it when the rate is unknown or stale.
+// for the reply that carries it when the rate is unknown or stale, and
+// a call that found Redis unreachable or had no answer by its deadline
+// begins an outage, also when its callers have gone: the engine runs
+// Decide to its end.
 func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
 	out := t.c.out
 	if out == nil {
@@ -47,6 +51,12 @@ func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) e
 		f.Kind = engine.Table
 	}
 	b := t.c.conn.Acquire(ctx, t.sk, f, ns)
+	switch {
+	case unreachable(b.Err):
+		out.enter(b.Err)
+	case unanswered(ctx, b.Err):
+		out.enter(fmt.Errorf("ratelimiter: no answer from Redis by the call's deadline: %w", b.Err))
+	}
 	out.learnReply(t.lane, b)
 	return b
 }

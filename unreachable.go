@@ -48,3 +48,14 @@ func unreachable(err error) bool {
 	return strings.Contains(msg, "all sentinels specified in configuration are unreachable") ||
 		strings.Contains(msg, "redis: all ring shards are down")
 }
+
+// unanswered reports whether a script call sent with ctx ended with err
+// because ctx's deadline passed before Redis answered: a timeout, which
+// begins an outage as unreachable's failures do. go-redis hides a
+// refused dial behind its retries (MaxRetries, DialerRetries: about 2 s
+// with its defaults) and returns the context's error when the deadline
+// comes first, so after a server stops this is most often the first
+// sign. A call whose caller canceled it is not unanswered.
+func unanswered(ctx context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,16 @@ func TestUnreachableClassifies(t *testing.T) {
 	} {
 		require.Equal(t, c.want, unreachable(c.err), "%s: %v", c.name, c.err)
 	}
+}
+
+func TestUnansweredIsTheCallsOwnDeadline(t *testing.T) {
+	passed, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	canceled, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	require.True(t, unanswered(passed, fmt.Errorf("evalsha: %w", context.DeadlineExceeded)))
+	require.False(t, unanswered(passed, nil), "answered")
+	require.False(t, unanswered(passed, ErrNotInitialized), "answered with an error")
+	require.False(t, unanswered(canceled, context.Canceled), "canceled by the caller")
+	require.False(t, unanswered(context.Background(), context.DeadlineExceeded), "not the call's deadline")
 }
