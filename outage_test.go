@@ -141,6 +141,7 @@ func (oc *outageClient) run(op int, stop <-chan struct{}, wg *sync.WaitGroup) {
 func TestOutageFallbackUnderLoad(t *testing.T) {
 	redistest.SkipIfShort(t, "a real-time outage run")
 	redistest.Need(t)
+	quietRedisLog(t) // go-redis logs every failed dial
 	ctx := context.Background()
 	// The AOF keeps the limiter's config over the stop.
 	srv, err := redistest.StartWrapped(ctx, nil, "--appendonly", "yes")
