@@ -36,7 +36,8 @@ type Result struct {
 	// stamped in the future of the clock the script reads (Redis's, or this
 	// Client's with WithServerClock(false)) is waited for until that clock
 	// sees it expire.
-	// Use it for a Retry-After header.
+	// Use it for a Retry-After header. A Degraded refusal's is the local
+	// window's hint, or the interval when n is above the local limit.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the oldest permit record in the window
 	// expires and gives its permits back; 0 when the window holds none.
@@ -54,6 +55,11 @@ type Result struct {
 	// the calls that return only a bool, and for a Limiter. A part of
 	// weight 0 (Weighted) has a zero PartResult: it was not read.
 	Parts []PartResult
+	// Degraded reports that the Client decided the call without Redis,
+	// in an outage (WithOutageFallback): Limit is then the local limit
+	// (floor(Share × rate)), Interval the limiter's, and Remaining,
+	// RetryAfter and ResetAfter the local window's.
+	Degraded bool
 }
 
 // PartResult is one part's side of a Composite's acquisition
@@ -104,6 +110,7 @@ type acquirer interface {
 	decided(ctx context.Context, d Decision, err error) error
 	target() engine.Target // what the engine's script calls act on (target.go)
 	maxWeight() int64      // the largest weight: n × it goes into one record
+	degradable() *Limiter  // the Limiter to decide locally in an outage; nil: none (degraded.go)
 }
 
 func (r *Limiter) client() *Client  { return r.c }
@@ -117,8 +124,21 @@ func try(ctx context.Context, t acquirer, n int64, detail bool) (Result, error) 
 	if err := t.check(checkPermits(n, t.maxWeight())); err != nil {
 		return Result{}, t.decided(ctx, d, err)
 	}
+	r := t.degradable()
+	if r != nil {
+		if res, err, ok := r.tryLocal(ctx, &d, n); ok {
+			return res, t.decided(ctx, d, err)
+		}
+	}
 	o := t.client().eng.Try(ctx, t.target(), n, detail)
 	d.note(o)
+	if r != nil && unreachable(o.Err) {
+		// The call that found Redis unreachable is decided locally too.
+		r.c.out.enter(o.Err)
+		if res, err, ok := r.tryLocal(ctx, &d, n); ok {
+			return res, t.decided(ctx, d, err)
+		}
+	}
 	return resultOf(o.Res), t.decided(ctx, d, o.Err)
 }
 
@@ -176,6 +196,9 @@ func wait(ctx context.Context, t acquirer, n int64, limit time.Time, op Op) (boo
 	var waiting func(int)
 	if h := t.client().hooks.Waiting; h != nil {
 		waiting = func(delta int) { h(d.Limiter, delta) }
+	}
+	if r := t.degradable(); r != nil {
+		return r.waitDegraded(ctx, &d, n, limit, waiting)
 	}
 	o := t.client().eng.Wait(ctx, t.target(), n, limit, waiting)
 	d.note(o)

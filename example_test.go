@@ -244,3 +244,23 @@ func ExampleComposite_Weighted() {
 	// 700
 	// false example:{llm}:tpm false true true
 }
+
+// Four replicas of a service share the limiter "api". While Redis is
+// unreachable each decides alone at a quarter of the rate, and says so.
+func ExampleWithOutageFallback() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	client := ratelimiter.NewClient(rdb,
+		ratelimiter.WithOutageFallback(ratelimiter.OutageFallback{Replicas: 4}),
+		ratelimiter.WithHooks(ratelimiter.Hooks{Outage: func(e ratelimiter.OutageEvent) {
+			if e.Down {
+				fmt.Println("Redis unreachable, limiting locally:", e.Err)
+			} else {
+				fmt.Println("Redis back after", e.Lasted)
+			}
+		}}))
+	defer client.Close(context.Background())
+	res, err := client.Limiter("api").Allow(context.Background(), 1)
+	if err == nil && res.Degraded {
+		fmt.Println("decided locally:", res.Granted, "of", res.Limit, "per", res.Interval)
+	}
+}

@@ -41,6 +41,11 @@ type Hooks struct {
 	// the hook must not call Close: Close would wait for the hook itself
 	// until its context ends.
 	Lease func(LeaseEvent)
+	// Outage is called when a Client made with WithOutageFallback finds
+	// Redis unreachable and begins to decide locally, from the goroutine
+	// of the call that found it, and when the outage ends, from the
+	// probe's goroutine (or Close's), once calls go to Redis again.
+	Outage func(OutageEvent)
 }
 
 // Op names the acquisition a Decision reports on.
@@ -101,6 +106,13 @@ type Decision struct {
 	// the limiter without a Redis call (WithLeases); RoundTrip and Batch
 	// are then 0.
 	Leased bool
+	// Degraded is true when the Client decided the call by its local
+	// window because Redis was unreachable (WithOutageFallback):
+	// RetryAfter is then the local window's hint, RoundTrip and Batch are
+	// 0, and Err is the local decision's (ErrPermitsExceedRate, ctx's),
+	// never Redis's. A blocking call that waited both on Redis and
+	// locally is Degraded when the local window decided it.
+	Degraded bool
 	// Err is the error the call returned, or nil.
 	Err error
 }

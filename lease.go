@@ -226,4 +226,13 @@ func (c *Client) leaseEnded(e engine.LeaseEvent) {
 // returns nil. It returns the returns' errors (each naming its limiter)
 // and ctx's error when ctx ended the wait, joined; permits whose return
 // failed come back when their record expires.
-func (c *Client) Close(ctx context.Context) error { return c.eng.Close(ctx) }
+//
+// With WithOutageFallback, Close also ends an outage in progress and its
+// probe goroutine; from then on the Client begins no outage: its
+// acquisitions fail while Redis is unreachable, as without the option.
+func (c *Client) Close(ctx context.Context) error {
+	if c.out != nil {
+		c.out.close()
+	}
+	return c.eng.Close(ctx)
+}

@@ -265,6 +265,49 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	}
 }
 
+// WithOutageFallback turns on the degraded mode configured by o (see
+// OutageFallback): while Redis is unreachable, each Limiter's
+// acquisitions (Allow, TryAcquire, TryAcquireTimeout, Acquire) are
+// decided by a local window in this process at o's share of the
+// limiter's rate, marked Degraded (Decision, Result), and they go to
+// Redis again as soon as it answers.
+//
+// Unreachable means a connection-level failure: a refused or failed
+// dial, a connection closed or reset, a network or pool timeout (never a
+// reply of Redis, such as a script error, ErrNotInitialized or an ACL
+// denial, nor the caller's context ending). The first such failure of an
+// acquisition begins an outage for the whole Client (Hooks.Outage): that
+// call and every later one are decided at once by the local windows,
+// without waiting on Redis, and one background goroutine sends PING every
+// o.Probe until Redis answers, which ends the outage. Blocking calls wait
+// on the local window's hint, never past their timeout or context
+// deadline, and go back to Redis when the outage ends.
+//
+// A limiter's rate and interval are those of the last acquisition's reply
+// that carried them (Allow's and blocked callers' always do; TryAcquire
+// asks for them when they are unknown or more than a second old). An
+// acquisition of a limiter whose rate the Client has not seen fails
+// during an outage as it does without this option, as do composites'
+// acquisitions and every other call (Release, SetRate, AvailablePermits,
+// ...). A live lease (WithLeases) is not drawn from during an outage.
+//
+// The local grants are not written to Redis: after the outage Redis's
+// window does not know them, so for up to one interval after it a fleet
+// may grant up to the rate plus what its local windows granted in that
+// interval. docs/operations.md ("Redis outages") describes the mode.
+//
+// default: off: acquisitions fail while Redis is unreachable.
+func WithOutageFallback(o OutageFallback) Option {
+	return func(c *Client) {
+		o, err := o.resolve()
+		if err != nil {
+			c.err = errors.Join(c.err, err)
+			return
+		}
+		c.fallback = &o
+	}
+}
+
 // WithHooks installs h on the Client. A later WithHooks replaces an
 // earlier one. The default is no hooks, which costs nothing.
 //

@@ -28,9 +28,11 @@ type Client struct {
 	// clientClock: stamp with clock, not the server's (WithServerClock)
 	clientClock bool
 	cluster     bool
-	ring        bool      // rdb is a *redis.Ring: keys are sharded by their hash tag
-	hooks       Hooks     // WithHooks
-	skew        skewState // clock measurements against Redis TIME (clock_skew.go)
+	ring        bool            // rdb is a *redis.Ring: keys are sharded by their hash tag
+	hooks       Hooks           // WithHooks
+	fallback    *OutageFallback // WithOutageFallback; nil: off
+	out         *outage         // the degraded mode (outage.go); nil: off
+	skew        skewState       // clock measurements against Redis TIME (clock_skew.go)
 	// WithReplicaAck's replicas (0: off) and timeout, for script.New.
 	replicas   int
 	ackTimeout time.Duration
@@ -70,6 +72,9 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		MaxBatch: c.maxBatch, Unfair: c.unfair, Foreign: c.foreign, NoLocal: c.noLocal,
 		Clock: c.clock, Probe: c.probe, Leases: c.leaseOpts, OnLease: c.leaseEnded,
 	})
+	if c.fallback != nil {
+		c.out = newOutage(*c.fallback, rdb, c.hooks.Outage)
+	}
 	if c.id == "" && c.err == nil {
 		c.id = uuid.NewString()
 	}

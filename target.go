@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,8 +37,28 @@ func (t *limiterTarget) MaxWeight() int64 { return 1 }
 func (t *limiterTarget) Name() string { return t.name }
 
 // Decide runs internal/script/lua/acquire.lua once for the permits ns.
+// With an outage fallback, it notes the rate the reply carries, asking
+// for the reply that carries it when the rate is unknown or stale, and
+// a call that found Redis unreachable or had no answer by its deadline
+// begins an outage, also when its callers have gone: the engine runs
+// Decide to its end.
 func (t *limiterTarget) Decide(ctx context.Context, f engine.Form, ns []int64) engine.Reply {
-	return t.c.conn.Acquire(ctx, t.sk, f, ns)
+	out := t.c.out
+	if out == nil {
+		return t.c.conn.Acquire(ctx, t.sk, f, ns)
+	}
+	if f.Kind == engine.Single && out.stale(t.lane) {
+		f.Kind = engine.Table
+	}
+	b := t.c.conn.Acquire(ctx, t.sk, f, ns)
+	switch {
+	case unreachable(b.Err):
+		out.enter(b.Err)
+	case unanswered(ctx, b.Err):
+		out.enter(fmt.Errorf("ratelimiter: no answer from Redis by the call's deadline: %w", b.Err))
+	}
+	out.learnReply(t.lane, b)
+	return b
 }
 
 // GiveBack runs internal/script/lua/release.lua: n permits back, out of
@@ -58,6 +79,9 @@ func (t *limiterTarget) Census(ctx context.Context, max int) (time.Duration, []e
 // Lease runs internal/script/lua/lease.lua; its error names the limiter.
 func (t *limiterTarget) Lease(ctx context.Context, call engine.LeaseCall) engine.LeaseReply {
 	r := t.c.conn.Lease(ctx, t.sk, call)
+	if t.c.out != nil && r.Err == nil && r.Interval > 0 {
+		t.c.out.learn(t.lane, r.Rate, r.Interval)
+	}
 	r.Err = t.lim().wrap(r.Err)
 	return r
 }

@@ -25,9 +25,16 @@
 // FailClosed makes them fail the call with codes.Unavailable. An incoming
 // call whose context ended while Redis did not answer (canceled, or its
 // deadline passed: a gRPC client enforces its deadline itself and has
-// stopped waiting) fails with the context's status in either mode. In shadow
-// mode (WithShadow) every incoming call is decided and reported but
-// served.
+// stopped waiting) fails with the context's status in either mode. With
+// the Client option ratelimiter.WithOutageFallback (WithClientOptions, or
+// on the Client given to Outgoing), calls whose limiter the Client has
+// seen are decided in this process while Redis is unreachable, at the
+// fallback's share of the rate: the answer is the usual OK or
+// RESOURCE_EXHAUSTED (the QuotaFailure then names the local limit), the
+// server Decision has Degraded set, and the failure mode applies only to
+// limiters the Client has not seen and to Redis errors that are not
+// connection failures. In shadow mode (WithShadow) every incoming call is
+// decided and reported but served.
 package grpclimit
 
 import (

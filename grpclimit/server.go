@@ -39,6 +39,11 @@ type Decision struct {
 	// Shadow reports that the Interceptor runs in shadow mode: the call is
 	// served whatever Granted says.
 	Shadow bool
+	// Degraded reports that the decision was made in this process while
+	// Redis was unreachable, by the Client's outage fallback
+	// (ratelimiter.WithOutageFallback, given with WithClientOptions): a
+	// grant or refusal at the fallback's share of the limiter's rate.
+	Degraded bool
 }
 
 type ctxKey struct{}
@@ -246,7 +251,7 @@ func (l *Interceptor) admit(ctx context.Context, method string, msg any) (contex
 	if err != nil {
 		return l.failed(ctx, method, err)
 	}
-	d.Granted, d.RetryAfter = o.Result.Granted, o.Result.RetryAfter
+	d.Granted, d.RetryAfter, d.Degraded = o.Result.Granted, o.Result.RetryAfter, o.Result.Degraded
 	if l.onDecision != nil {
 		l.onDecision(ctx, d)
 	}

@@ -45,7 +45,15 @@
 //
 // When Redis fails, the middleware by default fails open: the request is
 // served unlimited and the error goes to the error hook. WithFailClosed
-// makes it answer 503 Service Unavailable instead. A limiter whose rate
+// makes it answer 503 Service Unavailable instead. With the Client
+// option ratelimiter.WithOutageFallback (WithClientOptions), requests
+// whose limiter the Client has seen are decided in this process while
+// Redis is unreachable, at the fallback's share of the rate: the answer
+// is the usual grant or 429, Decision.Degraded is set, the RateLimit
+// fields describe the local limit (q is floor(share × rate)), and the
+// failure mode applies only to limiters the Client has not seen (a key
+// first met during the outage) and to Redis errors that are not
+// connection failures. A limiter whose rate
 // was lowered below the permits a request takes refuses every request
 // (429, with the error also sent to the hook) in either mode.
 //
@@ -117,6 +125,11 @@ type Decision struct {
 	// Shadow reports that the Middleware runs in shadow mode (WithShadow):
 	// the request is served whatever Granted says.
 	Shadow bool
+	// Degraded reports that the decision was made in this process while
+	// Redis was unreachable, by the Client's outage fallback
+	// (ratelimiter.WithOutageFallback, given with WithClientOptions): a
+	// grant or refusal at the fallback's share of the limiter's rate.
+	Degraded bool
 }
 
 type ctxKey struct{}
@@ -307,7 +320,7 @@ func (l *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		l.failed(w, r, next, err)
 		return
 	}
-	d.Granted, d.RetryAfter = o.Result.Granted, o.Result.RetryAfter
+	d.Granted, d.RetryAfter, d.Degraded = o.Result.Granted, o.Result.RetryAfter, o.Result.Degraded
 	if l.onDecision != nil {
 		l.onDecision(r, d)
 	}

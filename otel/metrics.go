@@ -74,6 +74,10 @@ const (
 	// without a Redis call (ratelimiter.Decision.Leased); other decisions
 	// do not carry it.
 	AttrLeased = attribute.Key("ratelimiter.leased")
+	// AttrDegraded is true on a decision that the Client made by its local
+	// window while Redis was unreachable (ratelimiter.WithOutageFallback,
+	// ratelimiter.Decision.Degraded); other decisions do not carry it.
+	AttrDegraded = attribute.Key("ratelimiter.degraded")
 	// AttrLeaseOutcome is where an ended lease's permits went: "handed_out",
 	// "returned" or "kept" (ratelimiter.LeaseEvent.HandedOut, Returned, Kept).
 	AttrLeaseOutcome = attribute.Key("ratelimiter.lease.outcome")

@@ -52,6 +52,7 @@ type limiterAttrs struct {
 	op       [4]opts    // {name, operation}
 	decision [4][3]opts // {name, operation, outcome}
 	leased   [4]opts    // {name, operation, outcome=granted, leased=true}
+	degraded [4][3]opts // {name, operation, outcome, degraded=true}
 	// {name, lease outcome}: ratelimiter.lease.permits
 	leasePermits [len(leaseOutcomes)]opts
 	// {name, lease end}: ratelimiter.leases
@@ -75,6 +76,7 @@ func newLimiterAttrs(name string) *limiterAttrs {
 		a.op[op] = newOpts(with(AttrOperation.String(opName))...)
 		for out, outName := range outcomes {
 			a.decision[op][out] = newOpts(with(AttrOperation.String(opName), AttrOutcome.String(outName))...)
+			a.degraded[op][out] = newOpts(with(AttrOperation.String(opName), AttrOutcome.String(outName), AttrDegraded.Bool(true))...)
 		}
 		a.leased[op] = newOpts(with(AttrOperation.String(opName), AttrOutcome.String(outcomes[outGranted]), AttrLeased.Bool(true))...)
 	}
@@ -88,10 +90,14 @@ func newLimiterAttrs(name string) *limiterAttrs {
 }
 
 // decided is the attribute set of d on ratelimiter.decisions and its trace
-// event: a grant from a lease adds ratelimiter.leased=true, other
-// decisions do not carry the attribute.
+// event: a grant from a lease adds ratelimiter.leased=true, a decision
+// made locally in an outage ratelimiter.degraded=true; other decisions do
+// not carry those attributes.
 func (a *limiterAttrs) decided(op int, d ratelimiter.Decision) *opts {
 	out := outcome(d)
+	if d.Degraded {
+		return &a.degraded[op][out]
+	}
 	if d.Leased && out == outGranted {
 		return &a.leased[op]
 	}

@@ -194,14 +194,33 @@ func (s *Server) kill() {
 // "--appendonly", "yes" comes back with its data. It fails for an external
 // server.
 func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	return s.Resume(ctx)
+}
+
+// Stop stops the server as Restart does (SIGTERM, then SIGKILL after 10
+// seconds) and leaves it down, its port closed, until Resume. It fails
+// for an external server.
+func (s *Server) Stop() error {
 	if s.cmd == nil {
-		return errors.New("redisproc: cannot restart an external server")
+		return errors.New("redisproc: cannot stop an external server")
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		s.kill()
+	}
+	return nil
+}
+
+// Resume starts a server that Stop stopped again, as Restart does: on
+// the same port and directory with the same arguments.
+func (s *Server) Resume(ctx context.Context) error {
+	if s.cmd == nil {
+		return errors.New("redisproc: cannot resume an external server")
 	}
 	n, err := startOn(ctx, s.cmdline, s.dir, s.port, s.extra)
 	if err != nil {
