@@ -212,3 +212,57 @@ deps-java:
 # downloads happen here, not inside a test's timeout.
 peer: deps-java
 	bash internal/compat/build-peer.sh
+
+# The CLI for linux, darwin and windows on amd64 and arm64, into dist/
+# (ignored): goreleaser (.goreleaser.yaml) builds each binary reproducibly
+# (-trimpath, no timestamps) stamped with its version and commit
+# (ratelimiter --version), archives it, writes a CycloneDX SBOM of each
+# binary with cyclonedx-gomod and a SHA-256 checksums file. A snapshot
+# (v0.1.1-devel+<commit> after v0.1.0); VERSION=v0.1.0 on the commit tagged
+# v0.1.0, with a clean tree, builds the release (CONTRIBUTING.md,
+# "Releasing"). The binaries build in the CLI's test workspace (make
+# cli-work): the core from this checkout, the go-redis go install
+# ...@version builds with. Both tools are pinned here, and only here, and
+# built once with go install into a cache kept between runs.
+GORELEASER_VERSION := v2.15.1
+CYCLONEDX_GOMOD_VERSION := v1.10.0
+TOOLS := $(HOME)/.cache/ratelimiter/tools
+GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX_GOMOD := $(TOOLS)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)/cyclonedx-gomod
+# goreleaser versions the build from a tag: the core's (v0.1.0), never a
+# satellite's on the same commit (otel/v0.1.0); v0.0.0 before the first.
+DIST_TAG = $(or $(VERSION),$(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null),v0.0.0)
+# goreleaser reads the remote's URL and, without one, stamps the commit as
+# "none": a checkout without a remote (a worktree of a local clone) lends
+# it its own directory as origin, for goreleaser's git calls alone.
+DIST_GIT_ENV = $(if $(shell git remote),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=$(CURDIR))
+DIST_RUN = PATH=$(dir $(CYCLONEDX_GOMOD)):$$PATH GOWORK=$(CLI_WORK_FILE) GORELEASER_CURRENT_TAG=$(DIST_TAG) \
+  $(DIST_GIT_ENV) $(GORELEASER) release --clean
+# make test's snapshot: this machine's GOOS and GOARCH alone, from a copy
+# of .goreleaser.yaml with goos and goarch narrowed.
+DIST_HOST_CONFIG := $(or $(TMPDIR),/tmp)/ratelimiter-goreleaser-host-$(shell id -u).yaml
+HOST_GOOS = $(shell $(GO) env GOOS)
+HOST_GOARCH = $(shell $(GO) env GOARCH)
+
+.PHONY: dist dist-host dist-check
+dist: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
+	$(DIST_RUN) $(if $(VERSION),--skip=publish,--snapshot)
+
+dist-host: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
+	sed -e 's/^    goos: .*/    goos: [$(HOST_GOOS)]/' -e 's/^    goarch: .*/    goarch: [$(HOST_GOARCH)]/' .goreleaser.yaml > $(DIST_HOST_CONFIG)
+	grep -q '^    goos: \[$(HOST_GOOS)\]$$' $(DIST_HOST_CONFIG) && grep -q '^    goarch: \[$(HOST_GOARCH)\]$$' $(DIST_HOST_CONFIG)
+	$(DIST_RUN) -f $(DIST_HOST_CONFIG) --snapshot
+
+# Checks what make dist or make dist-host left in dist/
+# (scripts/dist-check.sh): the checksums verify, every binary has its
+# archive and SBOM, this machine's binary prints the version and the
+# commit, and a snapshot of this machine's target built again from a
+# clone of HEAD elsewhere has the same checksums.
+dist-check:
+	bash scripts/dist-check.sh
+
+$(GORELEASER):
+	GOBIN=$(@D) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
