@@ -60,6 +60,7 @@ test: deps vet
 	$(MAKE) -j2 --output-sync=target test-newest test-oldest
 	$(MAKE) test-servers
 	$(MAKE) install-check
+	$(MAKE) dist-host dist-check
 
 # The other modules' suites, in two lanes side by side (make test runs
 # them with -j2): none of them holds a failover deadline or a share, and
