@@ -60,7 +60,7 @@ test: deps vet
 	$(MAKE) -j2 --output-sync=target test-newest test-oldest
 	$(MAKE) test-servers
 	$(MAKE) install-check
-	$(MAKE) dist-host dist-check
+	$(MAKE) dist-host dist-check VERSION=
 
 # The other modules' suites, in two lanes side by side (make test runs
 # them with -j2): none of them holds a failover deadline or a share, and
@@ -239,8 +239,9 @@ DIST_TAG = $(or $(VERSION),$(shell git describe --tags --abbrev=0 --match 'v[0-9
 DIST_GIT_ENV = $(if $(shell git remote),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=$(CURDIR))
 DIST_RUN = PATH=$(dir $(CYCLONEDX_GOMOD)):$$PATH GOWORK=$(CLI_WORK_FILE) GORELEASER_CURRENT_TAG=$(DIST_TAG) \
   $(DIST_GIT_ENV) $(GORELEASER) release --clean
-# make test's snapshot: this machine's GOOS and GOARCH alone, from a copy
-# of .goreleaser.yaml with goos and goarch narrowed.
+# make dist-host: the same for this machine's GOOS and GOARCH alone (make
+# test's snapshot), from a copy of .goreleaser.yaml with goos and goarch
+# narrowed.
 DIST_HOST_CONFIG := $(or $(TMPDIR),/tmp)/ratelimiter-goreleaser-host-$(shell id -u).yaml
 HOST_GOOS = $(shell $(GO) env GOOS)
 HOST_GOARCH = $(shell $(GO) env GOARCH)
@@ -252,7 +253,7 @@ dist: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
 dist-host: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
 	sed -e 's/^    goos: .*/    goos: [$(HOST_GOOS)]/' -e 's/^    goarch: .*/    goarch: [$(HOST_GOARCH)]/' .goreleaser.yaml > $(DIST_HOST_CONFIG)
 	grep -q '^    goos: \[$(HOST_GOOS)\]$$' $(DIST_HOST_CONFIG) && grep -q '^    goarch: \[$(HOST_GOARCH)\]$$' $(DIST_HOST_CONFIG)
-	$(DIST_RUN) -f $(DIST_HOST_CONFIG) --snapshot
+	$(DIST_RUN) -f $(DIST_HOST_CONFIG) $(if $(VERSION),--skip=publish,--snapshot)
 
 # Checks what make dist or make dist-host left in dist/
 # (scripts/dist-check.sh): the checksums verify, every binary has its

@@ -7,9 +7,10 @@
 #    is the CLI at the build's version, for the binary's GOOS and GOARCH;
 #  - the binary for this machine prints that version and the commit it was
 #    built from (HEAD, "+modified" when the tree has uncommitted changes);
-#  - reproducible: this machine's target built once more (make dist-host)
-#    from a clone of HEAD in another directory gives the same checksums.
-#    Skipped when the tree has uncommitted changes: the clone builds HEAD.
+#  - reproducible: this machine's target built once more (make dist-host,
+#    with VERSION for a release) from a clone of HEAD in another directory
+#    gives the same checksums. Skipped when the tree has uncommitted
+#    changes: the clone builds HEAD.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dist=$root/dist
@@ -76,11 +77,14 @@ if [ -n "$dirty" ]; then
   echo "dist-check: uncommitted changes: the reproducibility check builds HEAD, skipped"
   exit 0
 fi
+# A release's metadata names its tag and the version is the tag's; a
+# snapshot's version is the next patch's pre-release.
+release=$(python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["tag"] if m["tag"] == "v" + m["version"] else "")' "$dist/metadata.json")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git clone -q --no-checkout "$root" "$tmp/repo"
 git -C "$tmp/repo" checkout -q --detach "$head"
-if ! make -C "$tmp/repo" --no-print-directory dist-host CLI_WORK_FILE="$tmp/cli.work" \
+if ! make -C "$tmp/repo" --no-print-directory dist-host VERSION="$release" CLI_WORK_FILE="$tmp/cli.work" \
     DIST_HOST_CONFIG="$tmp/goreleaser-host.yaml" >"$tmp/log" 2>&1; then
   cat "$tmp/log"
   echo "dist-check: make dist-host in a clone of HEAD failed" >&2
