@@ -69,7 +69,8 @@ path = binaries[(goos, goarch)].removeprefix("dist/")
 got = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
 want = f"ratelimiter {version} ({revision}, "
 if not got.startswith(want):
-    fail(f"{path} --version printed {got!r}, want it to start with {want!r}")
+    fail(f"{path} --version printed {got!r}, want it to start with {want!r}"
+         " (is dist/ from another commit, or from before a change? run make dist or make dist-host again)")
 print(f"dist-check: {len(binaries)} binaries, their archives and SBOMs verify against {sums[0]}; {path} --version: {got.strip()}")
 PY
 
