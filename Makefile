@@ -258,7 +258,7 @@ dist-host: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
 # Checks what make dist or make dist-host left in dist/
 # (scripts/dist-check.sh): the checksums verify, every binary has its
 # archive and SBOM, this machine's binary prints the version and the
-# commit, and a snapshot of this machine's target built again from a
+# commit, and this machine's target built again (make dist-host) from a
 # clone of HEAD elsewhere has the same checksums.
 dist-check:
 	bash scripts/dist-check.sh
