@@ -51,7 +51,7 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet lint deps-staticcheck bench bench-quick soak fairness-table
+.PHONY: install-check demo cli-work test test-modules-a test-modules-b test-dist test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet lint deps-staticcheck bench bench-quick soak fairness-table
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
@@ -64,7 +64,7 @@ demo: deps-redis
 test: deps vet lint
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
 	$(MAKE) cli-work
-	$(MAKE) -j2 --output-sync=target test-modules-a test-modules-b
+	$(MAKE) -j3 --output-sync=target test-modules-a test-modules-b test-dist
 	$(MAKE) -j2 --output-sync=target test-newest test-oldest
 	$(MAKE) test-servers
 	$(MAKE) install-check
@@ -79,6 +79,12 @@ test-modules-a: cli-work
 
 test-modules-b:
 	cd bench && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 6m ./...
+
+# make dist's snapshot of this machine's target, checked (dist-check): a
+# third lane beside the modules' suites, as on a fresh machine it first
+# builds goreleaser and cyclonedx-gomod (about 6 minutes of compiling).
+test-dist:
+	$(MAKE) dist-host dist-check VERSION=
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
@@ -240,3 +246,58 @@ deps-java:
 # downloads happen here, not inside a test's timeout.
 peer: deps-java
 	bash internal/compat/build-peer.sh
+
+# The CLI for linux, darwin and windows on amd64 and arm64, into dist/
+# (ignored): goreleaser (.goreleaser.yaml) builds each binary reproducibly
+# (-trimpath, no timestamps) stamped with its version and commit
+# (ratelimiter --version), archives it, writes a CycloneDX SBOM of each
+# binary with cyclonedx-gomod and a SHA-256 checksums file. A snapshot
+# (v0.1.1-devel+<commit> after v0.1.0); VERSION=v0.1.0 on the commit tagged
+# v0.1.0, with a clean tree, builds the release (CONTRIBUTING.md,
+# "Releasing"). The binaries build in the CLI's test workspace (make
+# cli-work): the core from this checkout, the go-redis go install
+# ...@version builds with. Both tools are pinned here, and only here, and
+# built once with go install into a cache kept between runs.
+GORELEASER_VERSION := v2.15.1
+CYCLONEDX_GOMOD_VERSION := v1.10.0
+TOOLS := $(HOME)/.cache/ratelimiter/tools
+GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
+CYCLONEDX_GOMOD := $(TOOLS)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)/cyclonedx-gomod
+# goreleaser versions the build from a tag: the core's (v0.1.0), never a
+# satellite's on the same commit (otel/v0.1.0); v0.0.0 before the first.
+DIST_TAG = $(or $(VERSION),$(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null),v0.0.0)
+# goreleaser reads the remote's URL and, without one, stamps the commit as
+# "none": a checkout without a remote (a worktree of a local clone) lends
+# it its own directory as origin, for goreleaser's git calls alone.
+DIST_GIT_ENV = $(if $(shell git remote),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=$(CURDIR))
+DIST_RUN = PATH=$(dir $(CYCLONEDX_GOMOD)):$$PATH GOWORK=$(CLI_WORK_FILE) GORELEASER_CURRENT_TAG=$(DIST_TAG) \
+  $(DIST_GIT_ENV) $(GORELEASER) release --clean
+# make dist-host: the same for this machine's GOOS and GOARCH alone (make
+# test's snapshot), from a copy of .goreleaser.yaml with goos and goarch
+# narrowed.
+DIST_HOST_CONFIG := $(or $(TMPDIR),/tmp)/ratelimiter-goreleaser-host-$(shell id -u).yaml
+HOST_GOOS = $(shell $(GO) env GOOS)
+HOST_GOARCH = $(shell $(GO) env GOARCH)
+
+.PHONY: dist dist-host dist-check
+dist: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
+	$(DIST_RUN) $(if $(VERSION),--skip=publish,--snapshot)
+
+dist-host: cli-work $(GORELEASER) $(CYCLONEDX_GOMOD)
+	sed -e 's/^    goos: .*/    goos: [$(HOST_GOOS)]/' -e 's/^    goarch: .*/    goarch: [$(HOST_GOARCH)]/' .goreleaser.yaml > $(DIST_HOST_CONFIG)
+	grep -q '^    goos: \[$(HOST_GOOS)\]$$' $(DIST_HOST_CONFIG) && grep -q '^    goarch: \[$(HOST_GOARCH)\]$$' $(DIST_HOST_CONFIG)
+	$(DIST_RUN) -f $(DIST_HOST_CONFIG) $(if $(VERSION),--skip=publish,--snapshot)
+
+# Checks what make dist or make dist-host left in dist/
+# (scripts/dist-check.sh): the checksums verify, every binary has its
+# archive and SBOM, this machine's binary prints the version and the
+# commit, and this machine's target built again (make dist-host) from a
+# clone of HEAD elsewhere has the same checksums.
+dist-check:
+	bash scripts/dist-check.sh
+
+$(GORELEASER):
+	GOBIN=$(@D) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(@D) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
