@@ -260,7 +260,6 @@ peer: deps-java
 # built once with go install into a cache kept between runs.
 GORELEASER_VERSION := v2.15.1
 CYCLONEDX_GOMOD_VERSION := v1.10.0
-TOOLS := $(HOME)/.cache/ratelimiter/tools
 GORELEASER := $(TOOLS)/goreleaser-$(GORELEASER_VERSION)/goreleaser
 CYCLONEDX_GOMOD := $(TOOLS)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)/cyclonedx-gomod
 # goreleaser versions the build from a tag: the core's (v0.1.0), never a
