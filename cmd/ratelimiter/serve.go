@@ -51,6 +51,7 @@ type serveFlags struct {
 	shutdownTimeout    time.Duration
 
 	initial *rlsConfig  // the configuration, read by check
+	stamp   string      // configStamp of the files before check read them
 	certs   *certHolder // the TLS certificate, read by check; nil without TLS
 	tlsConf *tls.Config // for both listeners; nil without TLS
 }
@@ -113,6 +114,9 @@ func (f *serveFlags) check() error {
 			return usagef("--http-listen must be host:port or empty: %v", err)
 		}
 	}
+	// The stamp before the reading: a change made while it reads is
+	// seen by the first poll.
+	f.stamp = configStamp(f.configs)
 	cfg, err := loadRLSConfig(f.configs)
 	if err != nil {
 		return usagef("--config: %v", err)
@@ -325,7 +329,7 @@ func runServe(argv []string, stdout, stderr io.Writer) int {
 			defer t.Stop()
 			poll = t.C
 		}
-		seen := configStamp(f.configs)
+		seen := f.stamp
 		for {
 			select {
 			case <-hup:

@@ -152,7 +152,8 @@ func (s *rlsService) deadline(ctx context.Context) (context.Context, context.Can
 // status. The limiter is set up (TrySetRate) the first time it is found
 // missing; when Redis holds another rate or interval than the file (the
 // file changed, or someone set it), the file's is written over it,
-// keeping the limiter's state, after this decision.
+// keeping the limiter's state (UpdateRate with KeepState): the file is
+// the source of truth.
 func (s *rlsService) check(ctx context.Context, name string, l *rlsLimit, hits uint64, domainLabel string) *rlspb.RateLimitResponse_DescriptorStatus {
 	limit := &rlspb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.rate, Unit: l.unit}
 	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: limit}
@@ -188,20 +189,20 @@ func (s *rlsService) check(ctx context.Context, name string, l *rlsLimit, hits u
 			res, err = lim.Allow(ctx, int64(hits))
 		}
 	}
-	if err != nil && !errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
-		return s.failed(st, name, err, domainLabel)
-	}
 	if err == nil && (res.Limit != cfg.Rate || res.Interval != cfg.Interval) || errors.Is(err, ratelimiter.ErrPermitsExceedRate) {
-		// ErrPermitsExceedRate: hits are within the file's rate, so Redis
-		// holds a lower one.
-		if _, uerr := lim.UpdateRate(ctx, cfg, ratelimiter.KeepState()); uerr != nil {
+		// Redis holds another rate (ErrPermitsExceedRate: hits are within
+		// the file's rate, so Redis holds a lower one). A grant under it
+		// stands; a refusal is asked again under the file's rate.
+		updated, uerr := lim.UpdateRate(ctx, cfg, ratelimiter.KeepState())
+		if uerr != nil {
 			s.logf("limiter %q: writing the configured rate: %v", name, uerr)
+		}
+		if updated && (err != nil || !res.Granted) {
+			res, err = lim.Allow(ctx, int64(hits))
 		}
 	}
 	if err != nil {
-		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
-		st.DurationUntilReset = durationpb.New(l.interval)
-		return st
+		return s.failed(st, name, err, domainLabel)
 	}
 	st.LimitRemaining = uint32(min(max(res.Remaining, 0), math.MaxUint32))
 	if res.Granted {
