@@ -625,3 +625,94 @@ func TestServeSharesLimitWithJavaRedisson(t *testing.T) {
 	assert.Equal(t, "false", do("tryAcquire", name, 1))
 	assert.Equal(t, 1, strings.Count(p.stderr.String(), "\n"), "one line, the configuration's, and no error: %s", p.stderr)
 }
+
+// Issue 38: replaces and quota_mode as Envoy's service reads them. A
+// limit that another matched limit of the request replaces is neither
+// checked nor charged; quota-mode descriptors fail the request only when
+// all of them are over.
+func TestServeReplacesAndQuotaMode(t *testing.T) {
+	domain := uniqueName(t)
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, `
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        rate_limit:
+          name: specific_limit
+          unit: hour
+          requests_per_unit: 1
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        rate_limit:
+          replaces:
+            - name: specific_limit
+          unit: hour
+          requests_per_unit: 2
+  - key: quota_a
+    quota_mode: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1
+  - key: quota_b
+    quota_mode: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 2
+`))
+	c, _ := p.client(t, nil)
+	ctx := context.Background()
+	lims := ratelimiter.NewClient(newRedis(t))
+	specific := desc("key_1", "value_1", "user", "u")
+	replacing := desc("key_2", "value_2", "user", "u")
+	req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{specific, replacing}}
+	for i, want := range [][]string{{"OK", "OK", "OK"}, {"OK", "OK", "OK"}, {"OVER_LIMIT", "OK", "OVER_LIMIT"}} {
+		assert.Equal(t, want, codesOf(ask(t, c, req)), "request %d", i)
+	}
+	exists, err := lims.Limiter(domain + ":key_1_value_1:user_u").Exists(ctx)
+	require.NoError(t, err)
+	assert.False(t, exists, "the replaced limit was not charged")
+	resp := ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{specific}})
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp), "alone, it has its own limit")
+	assert.Equal(t, uint32(1), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+
+	quota := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("quota_a", "q"), desc("quota_b", "q")}}
+	for i, want := range [][]string{{"OK", "OK", "OK"}, {"OK", "OVER_LIMIT", "OK"}, {"OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT"}} {
+		assert.Equal(t, want, codesOf(ask(t, c, quota)), "request %d", i)
+	}
+}
+
+// Issue 38: SIGHUP re-reads the TLS pair: a client that trusts only the
+// new certificate's CA connects once the files are swapped.
+func TestServeTLSReload(t *testing.T) {
+	domain := uniqueName(t)
+	dir := t.TempDir()
+	_, certFile, keyFile := writeCerts(t, dir)
+	ca2, cert2, key2 := writeCerts(t, t.TempDir())
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors), "--tls-cert", certFile, "--tls-key", keyFile)
+	pem, err := os.ReadFile(ca2)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, DisableKeepAlives: true}}
+	_, err = hc.Get(p.httpURL + "/healthcheck")
+	require.Error(t, err, "the old certificate is not signed by the new CA")
+	for _, f := range [][2]string{{cert2, certFile}, {key2, keyFile}} {
+		b, err := os.ReadFile(f[0])
+		require.NoError(t, err)
+		writeFile(t, f[1], string(b))
+	}
+	p.signal(t, syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := hc.Get(p.httpURL + "/healthcheck")
+		if err == nil {
+			_ = resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the new certificate is not served: %v; %s", err, p.stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
