@@ -461,13 +461,13 @@ func throttled(logf func(string, ...any), every time.Duration) func(string, ...a
 	dropped := 0
 	return func(format string, args ...any) {
 		mu.Lock()
-		if now := time.Now(); now.Sub(last) < every {
+		now := time.Now()
+		if now.Sub(last) < every {
 			dropped++
 			mu.Unlock()
 			return
-		} else {
-			last = now
 		}
+		last = now
 		n := dropped
 		dropped = 0
 		mu.Unlock()
