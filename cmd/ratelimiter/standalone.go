@@ -25,6 +25,10 @@ type standalone struct {
 	// --insecure-skip-verify), so that -h lists no flag the command
 	// ignores.
 	connOnly bool
+	// withClient: with connOnly, the client flags too (--client-id,
+	// --name-prefix, --format), for a command that takes permits but
+	// prints no table (serve).
+	withClient bool
 	// lazy: start whether or not Redis answers (the exporter); a failed
 	// PING is logged on stderr, not fatal.
 	lazy bool
@@ -48,6 +52,9 @@ func (s standalone) run(argv []string, stdout, stderr io.Writer, body func(se se
 	fs.SetOutput(io.Discard)
 	if s.connOnly {
 		g.registerConn(fs)
+		if s.withClient {
+			g.registerClient(fs)
+		}
 	} else {
 		g.register(fs)
 	}
