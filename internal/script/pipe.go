@@ -2,6 +2,8 @@ package script
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,15 +11,18 @@ import (
 )
 
 // Script calls for different limiters share writes to Redis (docs/
-// performance.md, "Many limiters"). Combining (internal/engine) joins the
+// combining.md, "Many limiters"). Combining (internal/engine) joins the
 // calls of one limiter; with many limiters, each seldom hit twice at
 // once, it never engages, and every decision cost Redis a read and a
-// write of its own. So a Conn lets at most pipeFlights acquire calls be in
-// flight at once: a call that finds fewer is sent at once, as go-redis
-// would send it; a call that finds them all out waits, and when a flight
-// lands every call that waited goes out in one go-redis pipeline (split by node on a Cluster). Nothing waits while
+// write of its own. So a Conn on one server (a redis.Client, Sentinel's
+// too) lets at most pipeFlights acquire calls be in flight at once: a
+// call that finds fewer is sent at once, as go-redis would send it; a
+// call that finds them all out waits, and when a flight lands every call
+// that waited goes out in one go-redis pipeline. Nothing waits while
 // Redis has little to do, and under load Redis reads many calls in one
-// read and answers them in one write.
+// read and answers them in one write. A Cluster or Ring client sends each
+// call on its own: their pipelines end when the slowest node answers, so
+// one stalled node would hold up calls to the others.
 //
 // go-redis 9.23 has an automatic pipeliner (AutoPipeliner), but it is a
 // mode of the user's client, and the library supports go-redis from 9.17.
@@ -59,6 +64,12 @@ func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3) // a Cluster routes by the first key
+	if _, single := c.rdb.(*redis.Client); !single {
+		// A Cluster or Ring pipeline ends when its slowest node answers:
+		// one node stalled would hold up calls to the others.
+		_ = c.rdb.Process(ctx, cmd)
+		return cmd
+	}
 	c.pipe.do(c.rdb, ctx, cmd)
 	return cmd
 }
@@ -95,7 +106,7 @@ func (p *pipe) do(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd
 		return
 	}
 	if err != nil {
-		cmd.SetErr(err)
+		cmd.SetErr(notSent(err))
 		return
 	}
 	p.mu.Lock()
@@ -135,20 +146,29 @@ func (p *pipe) land(rdb redis.UniversalClient) {
 }
 
 // next takes the calls that waited, up to pipeMost, and keeps the
-// flight; with none, it ends the flight and returns nil.
+// flight; with none, it ends the flight and returns nil. A call whose
+// context has ended is answered unsent (ErrNotSent), not sent.
 func (p *pipe) next() []*pipedCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var batch []*pipedCall
+	for len(p.queue) > 0 && len(batch) < pipeMost {
+		q := p.queue[0]
+		p.queue = p.queue[1:]
+		q.sent = true
+		if err := q.ctx.Err(); err != nil {
+			q.cmd.SetErr(notSent(err))
+			close(q.done)
+			continue
+		}
+		batch = append(batch, q)
+	}
 	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+	}
+	if len(batch) == 0 {
 		p.flights--
 		return nil
-	}
-	n := min(len(p.queue), pipeMost)
-	batch := make([]*pipedCall, n)
-	copy(batch, p.queue)
-	p.queue = append(p.queue[:0], p.queue[n:]...)
-	for _, q := range batch {
-		q.sent = true
 	}
 	return batch
 }
@@ -162,13 +182,47 @@ func (p *pipe) fly(rdb redis.UniversalClient, batch []*pipedCall) {
 		for _, q := range batch {
 			_ = pl.Process(q.ctx, q.cmd)
 		}
-		_, _ = pl.Exec(ctx) // each command holds its own reply or error
+		_, err := pl.Exec(ctx)
 		cancel()
 		for _, q := range batch {
+			settle(rdb, q, err)
 			close(q.done)
 		}
 		batch = p.next()
 	}
+}
+
+// settle leaves q's command as a call of its own would have ended.
+// go-redis before 9.23 sets no command's error when a pipeline gives up
+// after its retries on a connection error: such a command gets the
+// pipeline's error. A command that failed with an error go-redis retries
+// for a single command (a replica promoted, a server loading) is sent
+// again on its own, as go-redis would have retried it: in a pipeline
+// only the first command's error decides a retry.
+func settle(rdb redis.UniversalClient, q *pipedCall, err error) {
+	cerr := q.cmd.Err()
+	switch {
+	case cerr == nil && q.cmd.Val() == nil:
+		if err == nil {
+			err = errors.New("ratelimiter: no reply in the pipeline")
+		}
+		q.cmd.SetErr(err)
+	case cerr != nil && retryable(cerr) && q.ctx.Err() == nil:
+		q.cmd.SetErr(nil)
+		_ = rdb.Process(q.ctx, q.cmd)
+	}
+}
+
+// retryable reports whether go-redis retries a single command that
+// failed with err, a Redis error reply: READONLY (a failover), LOADING,
+// MASTERDOWN, TRYAGAIN and CLUSTERDOWN.
+func retryable(err error) bool {
+	for _, p := range []string{"READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // pipeContext is a pipeline's context: the first call's values, ending at
@@ -188,3 +242,7 @@ func pipeContext(batch []*pipedCall) (context.Context, context.CancelFunc) {
 	}
 	return context.WithDeadline(base, latest)
 }
+
+// notSent returns the error of a call that was not sent because its
+// context ended (err) while it waited for a flight.
+func notSent(err error) error { return fmt.Errorf("%w: %w", ErrNotSent, err) }

@@ -202,8 +202,8 @@ func TestPipeStaleAndCanceled(t *testing.T) {
 	go func() { gone <- c.evalSha(cctx, echo, []string{"gone"}, []any{0}).Err() }()
 	waitQueued(t, c, 1)
 	cancel()
-	if err := <-gone; !errors.Is(err, context.Canceled) {
-		t.Errorf("canceled while waiting: %v, want context.Canceled", err)
+	if err := <-gone; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNotSent) {
+		t.Errorf("canceled while waiting: %v, want ErrNotSent and context.Canceled", err)
 	}
 
 	start := time.Now()
@@ -216,5 +216,75 @@ func TestPipeStaleAndCanceled(t *testing.T) {
 	}
 	if h.count("gone") != 0 || h.count("late") != 1 || len(h.pipelines) != 0 {
 		t.Errorf("sent: gone %d, late %d on its own, pipelines %v; want 0, 1, none", h.count("gone"), h.count("late"), h.pipelines)
+	}
+}
+
+// redisErr is an error reply, as go-redis reads one.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+// A pipelined command left with no reply and no error (go-redis before
+// 9.23, after a pipeline's retries on a connection error) gets the
+// pipeline's error; one refused with an error go-redis retries for a
+// single command (READONLY) is sent again on its own; any other error
+// reply stays.
+func TestPipeSettle(t *testing.T) {
+	c, ctx := pipeConn(t, newPipeHook())
+	lost := &pipedCall{ctx: ctx, cmd: redis.NewCmd(ctx, "evalsha", echo.Hash(), 1, "k", 1)}
+	dial := errors.New("dial tcp: connection refused")
+	settle(c.rdb, lost, dial)
+	if !errors.Is(lost.cmd.Err(), dial) {
+		t.Errorf("a command left empty: %v, want the pipeline's error", lost.cmd.Err())
+	}
+	empty := &pipedCall{ctx: ctx, cmd: redis.NewCmd(ctx, "evalsha", echo.Hash(), 1, "k", 1)}
+	settle(c.rdb, empty, nil)
+	if empty.cmd.Err() == nil {
+		t.Error("a command left empty by a pipeline without an error: no error")
+	}
+	ro := &pipedCall{ctx: ctx, cmd: redis.NewCmd(ctx, "evalsha", echo.Hash(), 1, "again", 2)}
+	ro.cmd.SetErr(redisErr("READONLY You can't write against a read only replica."))
+	settle(c.rdb, ro, nil)
+	if v, err := ro.cmd.Text(); err != nil || v != "again/2" {
+		t.Errorf("READONLY in a pipeline: %q, %v; want it sent again on its own", v, err)
+	}
+	other := &pipedCall{ctx: ctx, cmd: redis.NewCmd(ctx, "evalsha", echo.Hash(), 1, "k", 3)}
+	other.cmd.SetErr(redisErr("RLSTATE corrupt"))
+	settle(c.rdb, other, nil)
+	if !redis.HasErrorPrefix(other.cmd.Err(), "RLSTATE") {
+		t.Errorf("another error reply: %v, want it kept", other.cmd.Err())
+	}
+}
+
+// A Cluster client's calls never go through the pipe: each is sent on its
+// own.
+func TestPipeNotOnCluster(t *testing.T) {
+	redistest.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := redistest.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	h := newPipeHook()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}, MaxRedirects: 0})
+	defer rdb.Close()
+	rdb.AddHook(h)
+	c := New(rdb, Options{})
+	c.pipe.flights = pipeFlights // as if every flight were out
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	// Through the pipe, this call would wait for a flight, and its
+	// context's end would leave it unsent (ErrNotSent).
+	if err := c.evalSha(gone, echo, []string{"k"}, []any{1}).Err(); errors.Is(err, ErrNotSent) {
+		t.Errorf("a Cluster client's call waited for a flight: %v", err)
+	}
+	c.pipe.mu.Lock()
+	flights, queued := c.pipe.flights-pipeFlights, len(c.pipe.queue)
+	c.pipe.mu.Unlock()
+	if flights != 0 || queued != 0 || len(h.pipelines) != 0 {
+		t.Errorf("a Cluster client's call: %d flights, %d queued, pipelines %v; want none", flights, queued, h.pipelines)
 	}
 }
