@@ -8,10 +8,11 @@
 // cost, replica acknowledgement, Redis time by window size, Redis
 // instructions under callgrind, composites), a fleet section (1 to 64
 // Clients sharing one limiter beside as many RedissonClients, redis_rate
-// and the one-command floor, with redis-benchmark's floor) and writes SVG
-// charts.
+// and the one-command floor, with redis-benchmark's floor), a service
+// section (`ratelimiter serve` beside envoyproxy/ratelimit, both over
+// gRPC on the same Redis) and writes SVG charts.
 //
-//	go run . [--quick] [--url redis://host:port] [--charts DIR] [--no-java] [--fleet-only]
+//	go run . [--quick] [--url redis://host:port] [--charts DIR] [--no-java] [--fleet-only] [--many-keys-only] [--service-only] [--envoy-ratelimit PATH]
 //
 // Without --url it starts a throwaway redis-server on a free loopback port
 // (REDIS_ADDR names an existing one instead). With --url it uses that
