@@ -155,12 +155,14 @@ $(ENVOY_RATELIMIT):
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 7.5 minutes on 2 cores (7 min 26 s, 2026-11-25).
+# stdout, SVG charts into docs/bench/. About 9 minutes on 2 cores: 7 min 26 s on
+# 2026-11-25 before the service section, which took 1 min 29 s alone
+# (--service-only) on 2026-11-27.
 bench: deps-redis deps-java $(ENVOY_RATELIMIT)
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(WORK) $(GO) run . --charts ../docs/bench --envoy-ratelimit $(ENVOY_RATELIMIT) $(BENCH_ARGS)
 
-# Every contender and measurement briefly (about a minute and a half); charts into
+# Every contender and measurement briefly (about two minutes); charts into
 # /tmp/ratelimiter-bench-quick, the committed ones stay.
 bench-quick: deps-redis deps-java $(ENVOY_RATELIMIT)
 	bash internal/compat/build-peer.sh 4.7.0
