@@ -42,10 +42,10 @@ STATICCHECK := $(TOOLS)/staticcheck
 
 # Envoy's own rate-limit service, which the bench's service section runs
 # beside `ratelimiter serve` (bench/service.go): built from its Go module
-# (the module proxy serves only pseudo-versions of it; this is its main
-# branch of 2026-01-22) once into the tools cache, where the section looks
-# for it when run without make. bench/service.go pins the same version
-# (TestEnvoyRatelimitVersion).
+# once into the tools cache, where the section looks for it when run
+# without make. The module proxy lists no release of it, only
+# pseudo-versions: this is @latest on 2026-11-27, its commit of
+# 2026-01-22. bench/service.go pins the same (TestEnvoyRatelimitVersion).
 ENVOY_RATELIMIT_VERSION := v1.4.1-0.20260122083618-3fb702589d36
 ENVOY_RATELIMIT := $(TOOLS)/envoy-ratelimit-$(ENVOY_RATELIMIT_VERSION)/service_cmd
 

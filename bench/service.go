@@ -390,7 +390,9 @@ func (r *svcResult) write(w io.Writer) {
 		"with their default settings but for the listen addresses, the Redis address, a key prefix (ours --name-prefix, "+
 		"Envoy's CACHE_KEY_PREFIX) and Envoy's USE_STATSD=false (no statsd runs here). %s: %s, a fixed window per unit "+
 		"(INCRBY and EXPIRE pipelined per request, a pool of 10 connections). %s: this checkout's cmd/ratelimiter, a "+
-		"Redisson sliding-window limiter per descriptor. Every descriptor is sent once before the rounds; %d round(s) of %v "+
+		"Redisson sliding-window limiter per descriptor (concurrent requests for one limiter combined into one script call; "+
+		"a refused ask refused again locally, without Redis, until the refused permits leave the window). The callers, "+
+		"both services and Redis share the machine's cores. Every descriptor is sent once before the rounds; %d round(s) of %v "+
 		"per service and shape (after a fifth of it as warm-up), the services alternated in each; medians of the rounds. "+
 		"Redis CPU from INFO cpu (the whole server), the service's CPU from /proc; x is the ratio to %s's median.\n\n",
 		r.callers, svcEnvoy, r.envoy, svcOurs, r.rounds, r.round, svcEnvoy)

@@ -44,7 +44,7 @@ func checkService(t *testing.T, s *svcResult, p plan, md string) {
 					require.Less(t, x.granted, 1.0, "%s, %s: nothing refused", name, sh.name)
 				}
 			}
-			require.Equal(t, 1, strings.Count(md, "| "+name+" | "+group(svcMed(all, func(x svcSample) float64 { return x.perSec }), 0)+" |"), "%s, %s: one row", name, sh.name)
+			require.Equal(t, 1, strings.Count(md, "| "+sh.name+" ("+group(float64(sh.rate), 0)+"/s each) | "+name+" | "), "%s, %s: one row", name, sh.name)
 		}
 	}
 	require.Len(t, s.bursts, 2)

@@ -26,9 +26,10 @@ import (
 // checkout, and Envoy's own service, built from its Go module.
 
 // envoyRatelimitVersion is the envoyproxy/ratelimit the section runs: the
-// module proxy serves only pseudo-versions of it (the project tags no Go
-// releases); this one is its main branch of 2026-01-22. The Makefile's
-// ENVOY_RATELIMIT_VERSION is the same (TestEnvoyRatelimitVersion).
+// module proxy lists no release of it (go list -m -versions is empty),
+// only pseudo-versions; this one, @latest on 2026-11-27, is the commit
+// 3fb702589d36 of 2026-01-22. The Makefile's ENVOY_RATELIMIT_VERSION is
+// the same (TestEnvoyRatelimitVersion).
 const (
 	envoyRatelimitModule  = "github.com/envoyproxy/ratelimit"
 	envoyRatelimitVersion = "v1.4.1-0.20260122083618-3fb702589d36"
