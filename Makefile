@@ -40,6 +40,15 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ratelimiter/tools
 STATICCHECK := $(TOOLS)/staticcheck
 
+# Envoy's own rate-limit service, which the bench's service section runs
+# beside `ratelimiter serve` (bench/service.go): built from its Go module
+# once into the tools cache, where the section looks for it when run
+# without make. The module proxy lists no release of it, only
+# pseudo-versions: this is @latest on 2026-11-27, its commit of
+# 2026-01-22. bench/service.go pins the same (TestEnvoyRatelimitVersion).
+ENVOY_RATELIMIT_VERSION := v1.4.1-0.20260122083618-3fb702589d36
+ENVOY_RATELIMIT := $(TOOLS)/envoy-ratelimit-$(ENVOY_RATELIMIT_VERSION)/service_cmd
+
 # REDIS_SERVER=/path/to/redis-server (or valkey-server) runs every harness
 # on that build: the Go harnesses and topologies/*.sh read it, and a PATH
 # shim (scripts/servers.sh) makes redis-server and redis-sentinel that
@@ -77,7 +86,7 @@ test-modules-a: cli-work
 	cd otel && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 	cd grpclimit && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 5m ./...
 
-test-modules-b:
+test-modules-b: $(ENVOY_RATELIMIT)
 	cd bench && $(WORK) $(GO) test -race -count=1 -p 1 -timeout 6m ./...
 
 # make dist's snapshot of this machine's target, checked (dist-check): a
@@ -139,19 +148,25 @@ GO_OLDEST ?= go1.25.5
 test-oldest: deps-redis
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -short -count=1 -p 1 ./...
 
+# Envoy's rate-limit service (ENVOY_RATELIMIT, above), built once.
+$(ENVOY_RATELIMIT):
+	GOBIN=$(@D) GOFLAGS=-mod=mod $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_RATELIMIT_VERSION)
+
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 7.5 minutes on 2 cores (7 min 26 s, 2026-11-25).
-bench: deps-redis deps-java
+# stdout, SVG charts into docs/bench/. About 9 minutes on 2 cores: 7 min 26 s on
+# 2026-11-25 before the service section, which took 1 min 29 s alone
+# (--service-only) on 2026-11-27.
+bench: deps-redis deps-java $(ENVOY_RATELIMIT)
 	bash internal/compat/build-peer.sh 4.7.0
-	cd bench && $(WORK) $(GO) run . --charts ../docs/bench $(BENCH_ARGS)
+	cd bench && $(WORK) $(GO) run . --charts ../docs/bench --envoy-ratelimit $(ENVOY_RATELIMIT) $(BENCH_ARGS)
 
-# Every contender and measurement briefly (about a minute and a half); charts into
+# Every contender and measurement briefly (about two minutes); charts into
 # /tmp/ratelimiter-bench-quick, the committed ones stay.
-bench-quick: deps-redis deps-java
+bench-quick: deps-redis deps-java $(ENVOY_RATELIMIT)
 	bash internal/compat/build-peer.sh 4.7.0
-	cd bench && $(WORK) $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick $(BENCH_ARGS)
+	cd bench && $(WORK) $(GO) run . --quick --charts /tmp/ratelimiter-bench-quick --envoy-ratelimit $(ENVOY_RATELIMIT) $(BENCH_ARGS)
 
 # docs/fairness.md's tables in one command: every fleet row (issue 19's
 # equal and unequal demand, mixed sizes, WithForeignWaiters, Redisson

@@ -8,10 +8,11 @@
 // cost, replica acknowledgement, Redis time by window size, Redis
 // instructions under callgrind, composites), a fleet section (1 to 64
 // Clients sharing one limiter beside as many RedissonClients, redis_rate
-// and the one-command floor, with redis-benchmark's floor) and writes SVG
-// charts.
+// and the one-command floor, with redis-benchmark's floor), a service
+// section (`ratelimiter serve` beside envoyproxy/ratelimit, both over
+// gRPC on the same Redis) and writes SVG charts.
 //
-//	go run . [--quick] [--url redis://host:port] [--charts DIR] [--no-java] [--fleet-only]
+//	go run . [--quick] [--url redis://host:port] [--charts DIR] [--no-java] [--fleet-only] [--many-keys-only] [--service-only] [--envoy-ratelimit PATH]
 //
 // Without --url it starts a throwaway redis-server on a free loopback port
 // (REDIS_ADDR names an existing one instead). With --url it uses that
@@ -42,6 +43,11 @@ type options struct {
 	fleetOnly bool
 	// manyKeysOnly: run the many-keys section alone (its table).
 	manyKeysOnly bool
+	// serviceOnly: run the service section alone (its tables).
+	serviceOnly bool
+	// envoyBin: Envoy's rate-limit service binary (make bench builds it);
+	// empty: the tools cache's, built there if missing.
+	envoyBin string
 	// ownServer: the server at url is this run's alone (the tests'), so
 	// a throwaway replica may be attached to it for a while.
 	ownServer bool
@@ -52,11 +58,13 @@ type options struct {
 func main() {
 	o := options{out: os.Stdout, log: os.Stderr}
 	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
-	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (about a minute and a half) instead of the full run (about six and a half)")
+	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (about two minutes) instead of the full run (about nine)")
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet section (Clients sharing one limiter) and print its tables")
 	flag.BoolVar(&o.manyKeysOnly, "many-keys-only", false, "run only the many-keys section (per-user limiters) and print its table")
+	flag.BoolVar(&o.serviceOnly, "service-only", false, "run only the service section (ratelimiter serve beside envoyproxy/ratelimit) and print its tables")
+	flag.StringVar(&o.envoyBin, "envoy-ratelimit", "", "envoyproxy/ratelimit's service binary; default: built with go install into ~/.cache/ratelimiter/tools if missing")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -91,6 +99,9 @@ func run(ctx context.Context, o options) (*results, error) {
 	if o.manyKeysOnly {
 		return b.manyKeysOnly(ctx, o, addr)
 	}
+	if o.serviceOnly {
+		return b.serviceOnly(ctx, o, addr)
+	}
 
 	var skipped []string
 	redissonLabel := "Redisson left out"
@@ -117,7 +128,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		r.names = append(r.names, c.name)
 	}
 	b.progress("%s run: %d contenders on %s (%s)", p.name, len(b.cs), addr, r.env.redis)
-	if err := b.measure(ctx, r, measureOptions{java: peer != nil, addr: addr, ownServer: own || o.ownServer}); err != nil {
+	if err := b.measure(ctx, r, measureOptions{java: peer != nil, addr: addr, ownServer: own || o.ownServer, envoyBin: o.envoyBin}); err != nil {
 		return nil, err
 	}
 	r.writeMarkdown(o.out)

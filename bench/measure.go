@@ -7,6 +7,7 @@ type measureOptions struct {
 	java      bool   // Redisson's peer runs (it is in b.cs)
 	addr      string // b's Redis, host:port
 	ownServer bool   // that server is this run's alone: a replica may be attached
+	envoyBin  string // Envoy's rate-limit service binary; empty: the tools cache's, built if missing
 }
 
 // measure runs every measurement into r, one after another. The replica
@@ -18,6 +19,9 @@ func (b *bench) measure(ctx context.Context, r *results, o measureOptions) error
 		return err
 	}
 	if r.keyed, err = b.manyKeys(ctx); err != nil {
+		return err
+	}
+	if r.svc, err = b.service(ctx, o.addr, o.envoyBin); err != nil {
 		return err
 	}
 	if r.fleet, err = b.fleet(ctx, o.addr, o.java); err != nil {

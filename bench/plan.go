@@ -51,9 +51,17 @@ type plan struct {
 	keyedRound    time.Duration // one contender's run per round (after a fifth of it as warm-up)
 
 	loneCalls int // steps of the lone-caller section per path (each calls every side once)
+
+	svcCallers   int           // the service section's concurrent gRPC callers
+	svcRounds    int           // rounds per shape, the two services alternated in each
+	svcRound     time.Duration // one service's run per round (after a fifth of it as warm-up)
+	svcUsers     int           // descriptors of the per-user shape
+	svcNearRate  int           // per second and route, of the hot routes near the limit
+	svcBurstRate int           // per second, of the boundary bursts
+	svcBursts    int           // second boundaries the bursts hammer
 }
 
-// fullPlan is `make bench`: about 6.5 minutes on a 2-core machine.
+// fullPlan is `make bench`: about 9 minutes on a 2-core machine.
 var fullPlan = plan{
 	name:             "full",
 	rounds:           3,
@@ -92,6 +100,13 @@ var fullPlan = plan{
 	keyedRounds:      5,
 	keyedRound:       2 * time.Second,
 	loneCalls:        5_000,
+	svcCallers:       64,
+	svcRounds:        5,
+	svcRound:         2 * time.Second,
+	svcUsers:         20_000,
+	svcNearRate:      2_000,
+	svcBurstRate:     100,
+	svcBursts:        3,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -134,4 +149,11 @@ var quickPlan = plan{
 	keyedRounds:      1,
 	keyedRound:       300 * time.Millisecond,
 	loneCalls:        300,
+	svcCallers:       64,
+	svcRounds:        1,
+	svcRound:         300 * time.Millisecond,
+	svcUsers:         2_000,
+	svcNearRate:      300,
+	svcBurstRate:     100,
+	svcBursts:        2,
 }

@@ -44,6 +44,8 @@ func TestQuickRun(t *testing.T) {
 	checkFleet(t, r.fleet, r.plan.fleetRounds, md)
 	require.NotNil(t, r.keyed)
 	checkKeyed(t, r.keyed, r.plan, md)
+	require.NotNil(t, r.svc)
+	checkService(t, r.svc, r.plan, md)
 	require.NotNil(t, r.lone)
 	require.Contains(t, md, "### A lone caller, call by call")
 	for _, p := range paths {

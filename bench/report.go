@@ -31,6 +31,7 @@ type results struct {
 	fleet       *fleetResult
 	keyed       *keyedResult
 	lone        *loneResult
+	svc         *svcResult
 }
 
 // environment names what the numbers came from.
@@ -83,6 +84,9 @@ func (r *results) writeMarkdown(w io.Writer) {
 	r.combiningTable(w)
 	if r.keyed != nil {
 		r.keyed.write(w, r.plan.keyedCallers)
+	}
+	if r.svc != nil {
+		r.svc.write(w)
 	}
 	if r.fleet != nil {
 		r.fleet.writeMarkdown(w, r.plan.fleetCallers)
