@@ -297,6 +297,36 @@ func TestServeGRPC(t *testing.T) {
 	avail, err := lims.Limiter(domain + ":bulk_job-1").AvailablePermits(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), avail)
+	// hits_addend 0 on a used-up limit: OVER_LIMIT, taking nothing.
+	resp = bulk(0, wrapperspb.UInt64(0))
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "a check with no permit left")
+	assert.Equal(t, uint32(0), resp.GetStatuses()[0].GetLimitRemaining())
+	assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+
+	// Check at request, charge at response (token-based limits): the
+	// check passes while permits are left, a charge that fits takes them,
+	// one that does not fit takes nothing, and once the limit is used up
+	// the check refuses. A check on a limiter not set up yet has the rate.
+	tokens := func(hits uint64) *rlspb.RateLimitResponse {
+		d := desc("bulk", "tokens")
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		return ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{d}})
+	}
+	resp = tokens(0)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetLimitRemaining())
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(8)))
+	resp = tokens(0)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(2), resp.GetStatuses()[0].GetLimitRemaining())
+	resp = tokens(3)
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "3 tokens do not fit in 2")
+	assert.Equal(t, uint32(2), resp.GetStatuses()[0].GetLimitRemaining(), "a charge that does not fit takes nothing")
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(0)), "2 left")
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(2)))
+	resp = tokens(0)
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "used up: the check refuses")
+	assert.Equal(t, uint32(0), resp.GetStatuses()[0].GetLimitRemaining())
 
 	// requests_per_unit 0 bars every request.
 	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("blocked", "x")}})))
@@ -312,7 +342,7 @@ func TestServeGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
 	got := scrape(t, p.httpURL+"/metrics")
-	assert.Equal(t, 5.0, got[fmt.Sprintf(`ratelimiter_serve_decisions_total{code="OVER_LIMIT",domain=%q}`, domain)])
+	assert.Equal(t, 8.0, got[fmt.Sprintf(`ratelimiter_serve_decisions_total{code="OVER_LIMIT",domain=%q}`, domain)])
 	assert.Equal(t, 1.0, got[`ratelimiter_serve_decisions_total{code="OK",domain="(unknown)"}`])
 	assert.Equal(t, 1.0, got[fmt.Sprintf(`ratelimiter_serve_shadow_mode_total{domain=%q}`, domain)])
 	assert.Greater(t, got[`ratelimiter_serve_decision_duration_seconds_count{api="grpc"}`], 15.0)
