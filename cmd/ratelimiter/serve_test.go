@@ -20,6 +20,7 @@ import (
 
 	rlsext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -548,6 +549,44 @@ func TestServeFailureMode(t *testing.T) {
 // Issue 38: --refuse-unconfigured answers OVER_LIMIT for a descriptor
 // that matches no limit (unknown domain included); unlimited is a
 // configured limit and stays OK.
+// A request's limit override (a route's 50 a minute on a path the file
+// sets at 10 a minute) has a limiter of its own, named after the path
+// and the override: requests with and without it, alternating, keep
+// their own rates and counts, and neither rewrites the other's rate.
+func TestServeLimitOverride(t *testing.T) {
+	rdb := newRedis(t)
+	domain := uniqueName(t)
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors))
+	c, _ := p.client(t, nil)
+	ctx := context.Background()
+	lims := ratelimiter.NewClient(rdb)
+
+	plain := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "o")}}
+	od := desc("bulk", "o")
+	od.Limit = &rlsext.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 50, Unit: typev3.RateLimitUnit_HOUR}
+	overridden := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{od}}
+	fileName, overrideName := domain+":bulk_o", domain+":bulk_o:override=50/hour"
+	fileCfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Minute, KeepAlive: 24 * time.Hour}
+	overrideCfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 50, Interval: time.Hour, KeepAlive: 24 * time.Hour}
+	for i := range 3 {
+		resp := ask(t, c, plain)
+		require.Equal(t, []string{"OK", "OK"}, codesOf(resp), "request %d", i)
+		assert.Equal(t, uint32(9-i), resp.GetStatuses()[0].GetLimitRemaining(), "the file's limiter counts only its requests")
+		assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+		resp = ask(t, c, overridden)
+		require.Equal(t, []string{"OK", "OK"}, codesOf(resp), "request %d", i)
+		assert.Equal(t, uint32(49-i), resp.GetStatuses()[0].GetLimitRemaining(), "the override's limiter counts only its requests")
+		assert.Equal(t, uint32(50), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+		assert.Equal(t, rlspb.RateLimitResponse_RateLimit_HOUR, resp.GetStatuses()[0].GetCurrentLimit().GetUnit())
+		for name, want := range map[string]ratelimiter.Config{fileName: fileCfg, overrideName: overrideCfg} {
+			got, err := lims.Limiter(name).Config(ctx)
+			require.NoError(t, err, name)
+			assert.Equal(t, want, got, "%s after round %d: its rate was not rewritten", name, i)
+		}
+	}
+	assert.NotContains(t, p.stderr.String(), "writing the configured rate")
+}
+
 func TestServeRefuseUnconfigured(t *testing.T) {
 	domain := uniqueName(t)
 	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors), "--refuse-unconfigured")
