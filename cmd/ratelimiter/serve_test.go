@@ -613,7 +613,7 @@ func TestServeShutdownAndUsage(t *testing.T) {
 	domain := uniqueName(t)
 	config := serveConfig(t, domain, serveDescriptors)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-timeout", "2s")
+		p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-timeout", "2s", "--shutdown-drain", "0")
 		c, _ := p.client(t, nil)
 		ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "x")}})
 		p.signal(t, sig)
@@ -625,8 +625,66 @@ func TestServeShutdownAndUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "rate_limits")
 	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--failure-mode", "maybe"))
 	assert.Contains(t, r.stderr, "--failure-mode")
+	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--shutdown-drain", "-1s"))
+	assert.Contains(t, r.stderr, "--shutdown-drain")
 	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--tls-cert", "x.pem"))
 	assert.Contains(t, r.stderr, "--tls-key")
+}
+
+// On SIGTERM, for --shutdown-drain, the health service reads
+// NOT_SERVING and /healthcheck 503 while requests are still answered
+// over gRPC and /json; then serve closes its listeners and exits 0, not
+// before the drain ended. A second signal ends a drain at once.
+func TestServeShutdownDrain(t *testing.T) {
+	domain := uniqueName(t)
+	config := serveConfig(t, domain, serveDescriptors)
+	const drainFor = 3 * time.Second
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-drain", drainFor.String(), "--shutdown-timeout", "2s")
+	c, conn := p.client(t, nil)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "drain")}}
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(ask(t, c, req)))
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		return h.GetStatus()
+	}
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, health())
+
+	sent := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	deadline := time.Now().Add(drainFor / 2)
+	for health() != healthpb.HealthCheckResponse_NOT_SERVING {
+		require.True(t, time.Now().Before(deadline), "health still SERVING %v after SIGTERM: %s", time.Since(sent), p.stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Still answering, on the connection and on new ones.
+	resp := ask(t, c, req)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(8), resp.GetStatuses()[0].GetLimitRemaining())
+	code, body := postJSON(t, hc, p.httpURL, fmt.Sprintf(`{"domain": %q, "descriptors": [{"entries": [{"key": "bulk", "value": "drain"}]}]}`, domain))
+	assert.Equal(t, http.StatusOK, code, body)
+	hr, body := get(t, hc, p.httpURL+"/healthcheck", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, hr.StatusCode, body)
+	require.Less(t, time.Since(sent), drainFor, "the checks above ran within the drain")
+
+	assert.Equal(t, 0, p.wait(t, drainFor+10*time.Second), p.stderr.String())
+	assert.GreaterOrEqual(t, time.Since(sent), drainFor, "exited before the drain ended")
+	assert.Contains(t, p.stderr.String(), "--shutdown-drain")
+
+	// A second signal ends a long drain.
+	p = startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-drain", "10m")
+	_, conn = p.client(t, nil)
+	p.signal(t, syscall.SIGTERM)
+	deadline = time.Now().Add(5 * time.Second)
+	for health() != healthpb.HealthCheckResponse_NOT_SERVING {
+		require.True(t, time.Now().Before(deadline), "health still SERVING after SIGTERM: %s", p.stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.signal(t, syscall.SIGINT)
+	assert.Equal(t, 0, p.wait(t, 10*time.Second), p.stderr.String())
 }
 
 func writeBad(t *testing.T) string {
