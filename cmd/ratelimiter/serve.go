@@ -49,6 +49,7 @@ type serveFlags struct {
 	keepAlive          time.Duration
 	configPoll         time.Duration
 	shutdownTimeout    time.Duration
+	shutdownDrain      time.Duration
 
 	initial *rlsConfig  // the configuration, read by check
 	stamp   string      // configStamp of the files before check read them
@@ -63,6 +64,12 @@ const (
 	defaultGRPCListen = "127.0.0.1:8081"
 	defaultHTTPListen = "127.0.0.1:8080"
 )
+
+// defaultShutdownDrain is how long serve keeps answering with health at
+// NOT_SERVING before it closes its listeners: a few of the health-check
+// intervals of load balancers and Envoy's active health checks (often 1
+// to 5 s), so that they stop sending first.
+const defaultShutdownDrain = 5 * time.Second
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Func("config", "Envoy ratelimit configuration: a YAML file, or a directory whose *.yaml and *.yml files are read; repeat for several (required)", func(s string) error {
@@ -82,7 +89,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.decisionTimeout, "decision-timeout", time.Second, "most time a request waits for Redis; a caller's earlier deadline (Envoy's filter timeout) bounds it too")
 	fs.DurationVar(&f.keepAlive, "keep-alive", 24*time.Hour, "KeepAlive of the limiters serve sets up, at least their interval: one unused that long is deleted; 0 keeps them for ever")
 	fs.DurationVar(&f.configPoll, "config-poll", 5*time.Second, "how often to check the config files for changes (size, time, names) and reload them; 0 for SIGHUP only")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long in-flight requests may take before the listeners close")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long in-flight requests may take before the listeners close (after --shutdown-drain)")
+	fs.DurationVar(&f.shutdownDrain, "shutdown-drain", defaultShutdownDrain, "on SIGTERM or SIGINT, how long health reports NOT_SERVING while requests are still served, before the listeners close; 0 for none; a second signal ends it")
 }
 
 // check validates the flags and reads the configuration and the TLS
@@ -101,6 +109,8 @@ func (f *serveFlags) check() error {
 		return usagef("--config-poll must not be negative")
 	case f.shutdownTimeout < 0:
 		return usagef("--shutdown-timeout must not be negative")
+	case f.shutdownDrain < 0:
+		return usagef("--shutdown-drain must not be negative")
 	case (f.tlsCert == "") != (f.tlsKey == ""):
 		return usagef("--tls-cert and --tls-key go together")
 	case f.tlsClientCA != "" && f.tlsCert == "":
@@ -231,6 +241,11 @@ func runServe(argv []string, stdout, stderr io.Writer) int {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
+		// SIGTERM and SIGINT end the session's context (the first one)
+		// and land here too: a second one during the drain ends it.
+		term := make(chan os.Signal, 2)
+		signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+		defer signal.Stop(term)
 
 		grpcLn, err := net.Listen("tcp", f.grpcListen)
 		if err != nil {
@@ -348,15 +363,38 @@ func runServe(argv []string, stdout, stderr io.Writer) int {
 				}
 				return 2
 			case <-se.ctx.Done():
-				// Health says NOT_SERVING first, so that load balancers
-				// stop sending while in-flight requests finish.
+				// Health says NOT_SERVING first and requests are still
+				// answered for --shutdown-drain, so that load balancers
+				// see it and stop sending before the listeners close;
+				// then in-flight requests finish.
 				stopping.Store(true)
 				hs.Shutdown()
+				if f.shutdownDrain > 0 {
+					logf("shutting down: health NOT_SERVING, still answering for %v (--shutdown-drain)", f.shutdownDrain)
+					drain(term, f.shutdownDrain)
+				}
 				shutdown(gs, hsrv, f.shutdownTimeout)
 				return 0
 			}
 		}
 	})
+}
+
+// drain waits d, or until the second SIGTERM or SIGINT on term (the
+// first is the one that started the shutdown).
+func drain(term <-chan os.Signal, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for n := 0; ; {
+		select {
+		case <-t.C:
+			return
+		case <-term:
+			if n++; n >= 2 {
+				return
+			}
+		}
+	}
 }
 
 // shutdown stops both servers, letting in-flight requests finish within

@@ -291,7 +291,9 @@ type rlsMatch struct {
 // the limit is that of the node the last entry matched, so a descriptor
 // with more or fewer entries than the configured path matches nothing.
 // A limit the request carries (Envoy's limit override) replaces the
-// configured one, in a domain that is configured.
+// configured one, in a domain that is configured, on a limiter of its own
+// (overrideNamePart), so that requests with and without it, or with
+// different overrides, do not write their rates over each other's.
 func (c *rlsConfig) match(domain string, d *rlsext.RateLimitDescriptor) rlsMatch {
 	node := c.domains[domain]
 	if node == nil || len(d.GetEntries()) == 0 {
@@ -310,7 +312,7 @@ func (c *rlsConfig) match(domain string, d *rlsext.RateLimitDescriptor) rlsMatch
 		if l.interval = unitIntervals[l.unit]; l.interval == 0 {
 			return rlsMatch{}
 		}
-		return rlsMatch{limit: l, name: limiterName(domain, path), configured: true}
+		return rlsMatch{limit: l, name: limiterName(domain, path) + overrideNamePart(l), configured: true}
 	}
 	var found *rlsLimit
 	for i, e := range entries {
@@ -369,6 +371,16 @@ func limiterName(domain string, path []nameEntry) string {
 		escapeNamePart(&b, e.value, true)
 	}
 	return b.String()
+}
+
+// overrideNamePart is what a limit override adds to the limiter name of
+// its descriptor path: ":override=" and the override's rate and unit
+// (":override=50/minute"). An entry's part always holds a bare '_' (the
+// one after its key) and this part holds none (the unit names have no
+// '_'), so the name of an override is never that of a path, and
+// overrides that differ in rate or unit get limiters of their own.
+func overrideNamePart(l *rlsLimit) string {
+	return fmt.Sprintf(":override=%d/%s", l.rate, strings.ToLower(l.unit.String()))
 }
 
 func escapeNamePart(b *strings.Builder, s string, value bool) {

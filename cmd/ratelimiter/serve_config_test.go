@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	rlsext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,7 +131,7 @@ descriptors:
 	require.NotNil(t, m.limit)
 	assert.Equal(t, uint32(7), m.limit.rate)
 	assert.Equal(t, time.Hour, m.limit.interval)
-	assert.Equal(t, "messaging:anything_v", m.name)
+	assert.Equal(t, "messaging:anything_v:override=7/hour", m.name, "a limiter of its own")
 	assert.Nil(t, cfg.match("other", d).limit)
 }
 
@@ -156,6 +158,36 @@ func TestServeLimiterNames(t *testing.T) {
 		}
 		seen[n] = i
 	}
+
+	// Overrides: never a path's name, one per rate and unit. The paths
+	// are built to look like an override part.
+	names := map[string]string{}
+	add := func(what, n string) {
+		t.Helper()
+		if prev, dup := names[n]; dup {
+			t.Errorf("%s and %s share the name %q", prev, what, n)
+		}
+		names[n] = what
+	}
+	for _, p := range [][]nameEntry{
+		{{"a", "b"}},
+		{{"a", "b"}, {"override", "50/minute"}},
+		{{"a", "b"}, {"override=50/minute", ""}},
+		{{"a", "b:override=50/minute"}},
+	} {
+		add(fmt.Sprint("path ", p), limiterName("d", p))
+	}
+	for _, o := range []*rlsLimit{
+		{rate: 50, unit: rlspb.RateLimitResponse_RateLimit_MINUTE},
+		{rate: 50, unit: rlspb.RateLimitResponse_RateLimit_SECOND},
+		{rate: 5, unit: rlspb.RateLimitResponse_RateLimit_MINUTE},
+		{rate: 0, unit: rlspb.RateLimitResponse_RateLimit_YEAR},
+	} {
+		n := limiterName("d", []nameEntry{{"a", "b"}}) + overrideNamePart(o)
+		assert.NotContains(t, strings.TrimPrefix(n, "d:a_b"), "_")
+		add(fmt.Sprintf("override %d/%v", o.rate, o.unit), n)
+	}
+	assert.Contains(t, names, "d:a_b:override=50/minute")
 }
 
 // A file Envoy's service refuses is refused, with the reason.

@@ -170,8 +170,13 @@ func (s *rlsService) check(ctx context.Context, name string, l *rlsLimit, hits u
 	}
 	lim := s.client.Limiter(name)
 	if hits == 0 {
-		// A check that takes nothing: the permits left, and OK, since
-		// Redisson's limiters never hold more than their rate.
+		// A check that takes nothing (Envoy's check-at-request,
+		// charge-at-response pattern): OVER_LIMIT when no permit is left,
+		// else OK, with the permits left. One Redis call, AvailablePermits
+		// (its script drops the records whose interval ended, takes
+		// nothing and sets nothing up); a missing limiter has its whole
+		// rate. Under another rate in Redis it reads that limiter as it
+		// is: the next charge writes the file's rate.
 		avail, err := lim.AvailablePermits(ctx)
 		if errors.Is(err, ratelimiter.ErrNotInitialized) {
 			avail, err = int64(l.rate), nil
@@ -179,8 +184,12 @@ func (s *rlsService) check(ctx context.Context, name string, l *rlsLimit, hits u
 		if err != nil {
 			return s.failed(st, name, err, domainLabel)
 		}
-		st.Code = rlspb.RateLimitResponse_OK
+		avail = max(avail, 0)
 		st.LimitRemaining = uint32(min(avail, math.MaxUint32))
+		st.Code = rlspb.RateLimitResponse_OK
+		if avail == 0 {
+			st.Code = rlspb.RateLimitResponse_OVER_LIMIT
+		}
 		return st
 	}
 	res, err := lim.Allow(ctx, int64(hits))

@@ -20,6 +20,7 @@ import (
 
 	rlsext "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -297,6 +298,36 @@ func TestServeGRPC(t *testing.T) {
 	avail, err := lims.Limiter(domain + ":bulk_job-1").AvailablePermits(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), avail)
+	// hits_addend 0 on a used-up limit: OVER_LIMIT, taking nothing.
+	resp = bulk(0, wrapperspb.UInt64(0))
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "a check with no permit left")
+	assert.Equal(t, uint32(0), resp.GetStatuses()[0].GetLimitRemaining())
+	assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+
+	// Check at request, charge at response (token-based limits): the
+	// check passes while permits are left, a charge that fits takes them,
+	// one that does not fit takes nothing, and once the limit is used up
+	// the check refuses. A check on a limiter not set up yet has the rate.
+	tokens := func(hits uint64) *rlspb.RateLimitResponse {
+		d := desc("bulk", "tokens")
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		return ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{d}})
+	}
+	resp = tokens(0)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetLimitRemaining())
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(8)))
+	resp = tokens(0)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(2), resp.GetStatuses()[0].GetLimitRemaining())
+	resp = tokens(3)
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "3 tokens do not fit in 2")
+	assert.Equal(t, uint32(2), resp.GetStatuses()[0].GetLimitRemaining(), "a charge that does not fit takes nothing")
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(0)), "2 left")
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(tokens(2)))
+	resp = tokens(0)
+	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(resp), "used up: the check refuses")
+	assert.Equal(t, uint32(0), resp.GetStatuses()[0].GetLimitRemaining())
 
 	// requests_per_unit 0 bars every request.
 	assert.Equal(t, []string{"OVER_LIMIT", "OVER_LIMIT"}, codesOf(ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("blocked", "x")}})))
@@ -312,7 +343,7 @@ func TestServeGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, h.GetStatus())
 	got := scrape(t, p.httpURL+"/metrics")
-	assert.Equal(t, 5.0, got[fmt.Sprintf(`ratelimiter_serve_decisions_total{code="OVER_LIMIT",domain=%q}`, domain)])
+	assert.Equal(t, 8.0, got[fmt.Sprintf(`ratelimiter_serve_decisions_total{code="OVER_LIMIT",domain=%q}`, domain)])
 	assert.Equal(t, 1.0, got[`ratelimiter_serve_decisions_total{code="OK",domain="(unknown)"}`])
 	assert.Equal(t, 1.0, got[fmt.Sprintf(`ratelimiter_serve_shadow_mode_total{domain=%q}`, domain)])
 	assert.Greater(t, got[`ratelimiter_serve_decision_duration_seconds_count{api="grpc"}`], 15.0)
@@ -518,6 +549,44 @@ func TestServeFailureMode(t *testing.T) {
 // Issue 38: --refuse-unconfigured answers OVER_LIMIT for a descriptor
 // that matches no limit (unknown domain included); unlimited is a
 // configured limit and stays OK.
+// A request's limit override (a route's 50 a minute on a path the file
+// sets at 10 a minute) has a limiter of its own, named after the path
+// and the override: requests with and without it, alternating, keep
+// their own rates and counts, and neither rewrites the other's rate.
+func TestServeLimitOverride(t *testing.T) {
+	rdb := newRedis(t)
+	domain := uniqueName(t)
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors))
+	c, _ := p.client(t, nil)
+	ctx := context.Background()
+	lims := ratelimiter.NewClient(rdb)
+
+	plain := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "o")}}
+	od := desc("bulk", "o")
+	od.Limit = &rlsext.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 50, Unit: typev3.RateLimitUnit_HOUR}
+	overridden := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{od}}
+	fileName, overrideName := domain+":bulk_o", domain+":bulk_o:override=50/hour"
+	fileCfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 10, Interval: time.Minute, KeepAlive: 24 * time.Hour}
+	overrideCfg := ratelimiter.Config{Mode: ratelimiter.Overall, Rate: 50, Interval: time.Hour, KeepAlive: 24 * time.Hour}
+	for i := range 3 {
+		resp := ask(t, c, plain)
+		require.Equal(t, []string{"OK", "OK"}, codesOf(resp), "request %d", i)
+		assert.Equal(t, uint32(9-i), resp.GetStatuses()[0].GetLimitRemaining(), "the file's limiter counts only its requests")
+		assert.Equal(t, uint32(10), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+		resp = ask(t, c, overridden)
+		require.Equal(t, []string{"OK", "OK"}, codesOf(resp), "request %d", i)
+		assert.Equal(t, uint32(49-i), resp.GetStatuses()[0].GetLimitRemaining(), "the override's limiter counts only its requests")
+		assert.Equal(t, uint32(50), resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+		assert.Equal(t, rlspb.RateLimitResponse_RateLimit_HOUR, resp.GetStatuses()[0].GetCurrentLimit().GetUnit())
+		for name, want := range map[string]ratelimiter.Config{fileName: fileCfg, overrideName: overrideCfg} {
+			got, err := lims.Limiter(name).Config(ctx)
+			require.NoError(t, err, name)
+			assert.Equal(t, want, got, "%s after round %d: its rate was not rewritten", name, i)
+		}
+	}
+	assert.NotContains(t, p.stderr.String(), "writing the configured rate")
+}
+
 func TestServeRefuseUnconfigured(t *testing.T) {
 	domain := uniqueName(t)
 	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors), "--refuse-unconfigured")
@@ -544,7 +613,7 @@ func TestServeShutdownAndUsage(t *testing.T) {
 	domain := uniqueName(t)
 	config := serveConfig(t, domain, serveDescriptors)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-timeout", "2s")
+		p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-timeout", "2s", "--shutdown-drain", "0")
 		c, _ := p.client(t, nil)
 		ask(t, c, &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "x")}})
 		p.signal(t, sig)
@@ -556,8 +625,66 @@ func TestServeShutdownAndUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "rate_limits")
 	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--failure-mode", "maybe"))
 	assert.Contains(t, r.stderr, "--failure-mode")
+	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--shutdown-drain", "-1s"))
+	assert.Contains(t, r.stderr, "--shutdown-drain")
 	r = failsWith(t, 2, cli(t, "serve", "--config", config, "--tls-cert", "x.pem"))
 	assert.Contains(t, r.stderr, "--tls-key")
+}
+
+// On SIGTERM, for --shutdown-drain, the health service reads
+// NOT_SERVING and /healthcheck 503 while requests are still answered
+// over gRPC and /json; then serve closes its listeners and exits 0, not
+// before the drain ended. A second signal ends a drain at once.
+func TestServeShutdownDrain(t *testing.T) {
+	domain := uniqueName(t)
+	config := serveConfig(t, domain, serveDescriptors)
+	const drainFor = 3 * time.Second
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-drain", drainFor.String(), "--shutdown-timeout", "2s")
+	c, conn := p.client(t, nil)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "drain")}}
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(ask(t, c, req)))
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		return h.GetStatus()
+	}
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, health())
+
+	sent := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	deadline := time.Now().Add(drainFor / 2)
+	for health() != healthpb.HealthCheckResponse_NOT_SERVING {
+		require.True(t, time.Now().Before(deadline), "health still SERVING %v after SIGTERM: %s", time.Since(sent), p.stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Still answering, on the connection and on new ones.
+	resp := ask(t, c, req)
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(resp))
+	assert.Equal(t, uint32(8), resp.GetStatuses()[0].GetLimitRemaining())
+	code, body := postJSON(t, hc, p.httpURL, fmt.Sprintf(`{"domain": %q, "descriptors": [{"entries": [{"key": "bulk", "value": "drain"}]}]}`, domain))
+	assert.Equal(t, http.StatusOK, code, body)
+	hr, body := get(t, hc, p.httpURL+"/healthcheck", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, hr.StatusCode, body)
+	require.Less(t, time.Since(sent), drainFor, "the checks above ran within the drain")
+
+	assert.Equal(t, 0, p.wait(t, drainFor+10*time.Second), p.stderr.String())
+	assert.GreaterOrEqual(t, time.Since(sent), drainFor, "exited before the drain ended")
+	assert.Contains(t, p.stderr.String(), "--shutdown-drain")
+
+	// A second signal ends a long drain.
+	p = startServe(t, "redis://"+redisAddr+"/0", "--config", config, "--shutdown-drain", "10m")
+	_, conn = p.client(t, nil)
+	p.signal(t, syscall.SIGTERM)
+	deadline = time.Now().Add(5 * time.Second)
+	for health() != healthpb.HealthCheckResponse_NOT_SERVING {
+		require.True(t, time.Now().Before(deadline), "health still SERVING after SIGTERM: %s", p.stderr)
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.signal(t, syscall.SIGINT)
+	assert.Equal(t, 0, p.wait(t, 10*time.Second), p.stderr.String())
 }
 
 func writeBad(t *testing.T) string {
