@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -208,7 +209,10 @@ func (o *outage) close() {
 }
 
 // probe sends PING every cfg.Probe until Redis answers, then ends the
-// outage; it returns when the outage ended otherwise (Client.Close).
+// outage; it returns when the outage ended otherwise (Client.Close). A
+// PING that finds the go-redis client closed (redis.ErrClosed: the
+// caller closed it) ends the outage too: no probe would ever end it, and
+// the calls fail with ErrClosed as without the option.
 func (o *outage) probe(ended <-chan struct{}) {
 	t := time.NewTicker(o.cfg.Probe)
 	defer t.Stop()
@@ -221,7 +225,7 @@ func (o *outage) probe(ended <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), OutageProbeTimeout)
 		err := ping(ctx, o.rdb)
 		cancel()
-		if err == nil {
+		if err == nil || errors.Is(err, redis.ErrClosed) {
 			o.end()
 			return
 		}

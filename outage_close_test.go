@@ -1,0 +1,63 @@
+package ratelimiter
+
+import (
+	"context"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Degraded mode (WithOutageFallback) against a go-redis client whose
+// every dial is refused at once, as go-redis answers from its last dial
+// error: no redis-server needed.
+
+// refusedDial is the error of a dial to a port nothing listens on.
+var refusedDial = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// refusingRedis returns a go-redis client whose dials fail at once.
+func refusingRedis(t *testing.T) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:          "127.0.0.1:1",
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		PoolSize:      1,
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			return nil, refusedDial
+		},
+	})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// TestOutageEndsWhenTheRedisClientIsClosed: a probe that finds the
+// go-redis client closed ends the outage (no PING would ever end it).
+func TestOutageEndsWhenTheRedisClientIsClosed(t *testing.T) {
+	rdb := refusingRedis(t)
+	o := newOutage(OutageFallback{Share: 1, Probe: 10 * time.Millisecond, Limiters: 10}, rdb, nil)
+	o.enter(refusedDial)
+	time.Sleep(50 * time.Millisecond) // a few refused PINGs
+	require.True(t, o.down())
+	require.NoError(t, rdb.Close())
+	require.Eventually(t, func() bool { return !o.down() }, 2*time.Second, 5*time.Millisecond,
+		"the outage outlived the go-redis client")
+}
+
+// TestClosedRedisClientBeginsNoOutage: once the caller closed the go-redis
+// client, acquisitions fail with its ErrClosed, as without the option.
+func TestClosedRedisClientBeginsNoOutage(t *testing.T) {
+	rdb := refusingRedis(t)
+	c := NewClient(rdb, WithOutageFallback(OutageFallback{Replicas: 1, Probe: 10 * time.Millisecond}))
+	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
+	l := c.Limiter("closed")
+	c.out.learn(l.lane, 10, time.Second)
+	require.NoError(t, rdb.Close())
+	res, err := l.Allow(context.Background(), 1)
+	require.ErrorIs(t, err, redis.ErrClosed)
+	require.False(t, res.Degraded)
+	require.False(t, c.InOutage())
+}
