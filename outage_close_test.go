@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,46 @@ func TestOutageEndsWhenTheRedisClientIsClosed(t *testing.T) {
 	require.NoError(t, rdb.Close())
 	require.Eventually(t, func() bool { return !o.down() }, 2*time.Second, 5*time.Millisecond,
 		"the outage outlived the go-redis client")
+}
+
+// TestDegradedOnlyWhenDecidedLocally: in an outage, a call on a limiter
+// whose rate the Client has not seen goes to Redis and fails: its
+// Decision is not Degraded. One whose rate is known is.
+func TestDegradedOnlyWhenDecidedLocally(t *testing.T) {
+	var mu sync.Mutex
+	var last Decision
+	c := NewClient(refusingRedis(t),
+		WithOutageFallback(OutageFallback{Replicas: 1, Probe: time.Second}),
+		WithHooks(Hooks{Decision: func(d Decision) {
+			mu.Lock()
+			last = d
+			mu.Unlock()
+		}}))
+	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
+	ctx := context.Background()
+	c.out.enter(refusedDial)
+
+	unknown := c.Limiter("unknown")
+	for _, call := range []func() error{
+		func() error { _, err := unknown.Allow(ctx, 1); return err },
+		func() error { _, err := unknown.TryAcquire(ctx, 1); return err },
+	} {
+		require.Error(t, call(), "Redis refuses the dial")
+		mu.Lock()
+		d := last
+		mu.Unlock()
+		require.Error(t, d.Err)
+		require.False(t, d.Degraded, "a call decided (failed) by Redis is not Degraded: %+v", d)
+	}
+
+	known := c.Limiter("known")
+	c.out.learn(known.lane, 10, time.Second)
+	res, err := known.Allow(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, res.Granted && res.Degraded)
+	mu.Lock()
+	require.True(t, last.Degraded && last.Granted, "%+v", last)
+	mu.Unlock()
 }
 
 // TestClosedRedisClientBeginsNoOutage: once the caller closed the go-redis
