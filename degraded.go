@@ -74,7 +74,11 @@ func (r *Limiter) waitDegraded(ctx context.Context, d *Decision, n int64, limit 
 		o := r.c.eng.Wait(ctx, r.target(), n, limit, nil)
 		waited += o.Waited
 		if unreachable(o.Err) {
-			if r.c.out.enter(o.Err); r.c.out.knows(r.lane) {
+			// Again, locally, only when this begins or joins an outage:
+			// a closed Client begins none, and going to Redis again
+			// would spin on an instant refusal (go-redis answers from
+			// its last dial error), past limit, or forever without one.
+			if r.c.out.enter(o.Err); r.c.out.down() && r.c.out.knows(r.lane) {
 				continue
 			}
 		}

@@ -48,6 +48,34 @@ func TestOutageEndsWhenTheRedisClientIsClosed(t *testing.T) {
 		"the outage outlived the go-redis client")
 }
 
+// TestBlockingCallAfterCloseInAnOutageReturns: a blocking call on a
+// Client closed during an outage goes to Redis and returns its refusal
+// at once, instead of calling again until its timeout (TryAcquireTimeout)
+// or forever (Acquire without a deadline).
+func TestBlockingCallAfterCloseInAnOutageReturns(t *testing.T) {
+	c := NewClient(refusingRedis(t), WithOutageFallback(OutageFallback{Replicas: 1, Probe: 10 * time.Millisecond}))
+	l := c.Limiter("after-close")
+	c.out.learn(l.lane, 10, time.Second)
+	c.out.enter(refusedDial)
+	require.True(t, c.InOutage())
+	require.NoError(t, c.Close(context.Background()))
+
+	done := make(chan error, 2)
+	go func() {
+		_, err := l.TryAcquireTimeout(context.Background(), 1, 100*time.Millisecond)
+		done <- err
+	}()
+	go func() { done <- l.Acquire(context.Background(), 1) }()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, syscall.ECONNREFUSED, "Redis's refusal, not a spin to the timeout")
+		case <-time.After(2 * time.Second):
+			t.Fatal("a blocking call on a Client closed in an outage did not return")
+		}
+	}
+}
+
 // TestDegradedOnlyWhenDecidedLocally: in an outage, a call on a limiter
 // whose rate the Client has not seen goes to Redis and fails: its
 // Decision is not Degraded. One whose rate is known is.
