@@ -27,19 +27,25 @@ func (a *Composite) degradable() *Limiter { return nil }
 
 // tryLocal decides one non-blocking acquisition of n permits locally when
 // the Client is in an outage and r's rate is known; ok is false
-// otherwise. d is reset to what the local decision says.
+// otherwise, and d is left as it was (the call goes to Redis, and is not
+// Degraded). When ok, d is reset to what the local decision says.
 func (r *Limiter) tryLocal(ctx context.Context, d *Decision, n int64) (res Result, err error, ok bool) {
 	if !r.c.out.down() {
 		return Result{}, nil, false
 	}
-	*d = Decision{Limiter: d.Limiter, Op: d.Op, Permits: d.Permits, Degraded: true}
+	local := Decision{Limiter: d.Limiter, Op: d.Op, Permits: d.Permits, Degraded: true}
 	if err := ctx.Err(); err != nil {
+		if !r.c.out.knows(r.lane) {
+			return Result{}, nil, false
+		}
+		*d = local
 		return Result{}, err, true // a done context takes nothing
 	}
 	ld, ok := r.c.out.take(r.lane, n)
 	if !ok {
 		return Result{}, nil, false
 	}
+	*d = local
 	d.Granted, d.RetryAfter = ld.res.Granted, ld.res.RetryAfter
 	return ld.res, ld.err, true
 }
@@ -68,7 +74,11 @@ func (r *Limiter) waitDegraded(ctx context.Context, d *Decision, n int64, limit 
 		o := r.c.eng.Wait(ctx, r.target(), n, limit, nil)
 		waited += o.Waited
 		if unreachable(o.Err) {
-			if r.c.out.enter(o.Err); r.c.out.knows(r.lane) {
+			// Again, locally, only when this begins or joins an outage:
+			// a closed Client begins none, and going to Redis again
+			// would spin on an instant refusal (go-redis answers from
+			// its last dial error), past limit, or forever without one.
+			if r.c.out.enter(o.Err); r.c.out.down() && r.c.out.knows(r.lane) {
 				continue
 			}
 		}

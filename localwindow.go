@@ -78,6 +78,13 @@ func (w *localWindow) leaves(k int64, now time.Time) time.Duration {
 	return max(w.origin.Add(time.Duration(k+localSlots+1)*w.slot).Sub(now), 1)
 }
 
+// empty reports whether no permits are in the window at now: dropping it
+// then changes nothing (a new one grants the same).
+func (w *localWindow) empty(now time.Time) bool {
+	w.advance(now)
+	return w.sum == 0
+}
+
 // take takes n permits at now if the window has them.
 func (w *localWindow) take(n int64, now time.Time) localTake {
 	w.advance(now)

@@ -1,6 +1,7 @@
 package ratelimiter
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -149,4 +150,54 @@ func TestOutageRemembersAtMostLimiters(t *testing.T) {
 	}
 	require.Len(t, o.known, 3)
 	require.NotNil(t, o.known["e"])
+}
+
+// TestOutageWindowHoldsAcrossOutages: ten 200 ms outages in one hour (a
+// loaded machine's stalls, each taken for an outage while Redis is
+// healthy) of a limiter of 100 per hour, Replicas 2, grant at most the
+// local limit of 50 in all: the local window is kept from one outage to
+// the next. It is dropped once its grants are an interval old, and when
+// the rate changes.
+func TestOutageWindowHoldsAcrossOutages(t *testing.T) {
+	cfg, err := OutageFallback{Replicas: 2, Probe: 10 * time.Second}.resolve()
+	require.NoError(t, err)
+	o := newOutage(cfg, nil, nil) // the probe never fires: its PING would need a client
+	now := time.Unix(1000, 0)
+	o.now = func() time.Time { return now }
+	o.learn("lane", 100, time.Hour)
+	granted := 0
+	for i := 0; i < 10; i++ {
+		o.enter(errors.New("no answer by the deadline"))
+		for {
+			d, ok := o.take("lane", 1)
+			require.True(t, ok)
+			if !d.res.Granted {
+				break
+			}
+			granted++
+		}
+		now = now.Add(200 * time.Millisecond)
+		o.end()
+		o.learn("lane", 100, time.Hour) // Redis answers again
+		now = now.Add(5 * time.Minute)
+	}
+	require.Equal(t, 50, granted, "grants of ten outages in one hour")
+
+	// An hour and a slot after the first grants, they have left the
+	// window: the next outage grants them again.
+	now = time.Unix(1000, 0).Add(time.Hour + time.Hour/localSlots + time.Second)
+	o.learn("lane", 100, time.Hour)
+	require.Nil(t, o.known["lane"].window, "an empty window is dropped")
+	o.enter(errors.New("down"))
+	d, _ := o.take("lane", 50)
+	require.True(t, d.res.Granted)
+	o.end()
+	require.NotNil(t, o.known["lane"].window, "a window with grants outlives the outage")
+
+	// A new rate starts a new window.
+	o.learn("lane", 200, time.Hour)
+	o.enter(errors.New("down"))
+	d, _ = o.take("lane", 100)
+	require.True(t, d.res.Granted, "a new rate: a new window")
+	o.end()
 }

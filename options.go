@@ -272,16 +272,26 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // limiter's rate, marked Degraded (Decision, Result), and they go to
 // Redis again as soon as it answers.
 //
-// Unreachable means a connection-level failure: a refused or failed
-// dial, a connection closed or reset, a network or pool timeout (never a
-// reply of Redis, such as a script error, ErrNotInitialized or an ACL
-// denial, nor the caller's context ending). The first such failure of an
-// acquisition begins an outage for the whole Client (Hooks.Outage): that
-// call and every later one are decided at once by the local windows,
+// An outage begins for the whole Client (Hooks.Outage) with the first
+// script call of an acquisition that either fails at the connection level
+// (a refused or failed dial, a connection closed or reset by the other
+// end, a network timeout, "all sentinels unreachable", "all ring shards
+// are down") or has no answer by its own deadline (the caller's context
+// deadline, or TryAcquireTimeout's timeout plus 25 ms), also when its
+// callers have already gone. Nothing else begins one: no reply of Redis
+// (a script error, ErrNotInitialized, an ACL denial, OOM, READONLY,
+// LOADING), no caller's cancellation, no call that ended unsent in the
+// Client's queue, no closed go-redis client (redis.ErrClosed), and no
+// exhausted or timed-out go-redis pool (redis.ErrPoolExhausted,
+// redis.ErrPoolTimeout: this process's own saturation). A call stalled
+// past its deadline on a loaded machine therefore begins an outage while
+// Redis is healthy; the next probe ends it. The call that began the
+// outage and every later one are decided at once by the local windows,
 // without waiting on Redis, and one background goroutine sends PING every
-// o.Probe until Redis answers, which ends the outage. Blocking calls wait
-// on the local window's hint, never past their timeout or context
-// deadline, and go back to Redis when the outage ends.
+// o.Probe until Redis answers, which ends the outage (as does a PING that
+// finds the go-redis client closed). Blocking calls wait on the local
+// window's hint, never past their timeout or context deadline, and go
+// back to Redis when the outage ends.
 //
 // A limiter's rate and interval are those of the last acquisition's reply
 // that carried them (Allow's and blocked callers' always do; TryAcquire
@@ -291,10 +301,16 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // acquisitions and every other call (Release, SetRate, AvailablePermits,
 // ...). A live lease (WithLeases) is not drawn from during an outage.
 //
-// The local grants are not written to Redis: after the outage Redis's
-// window does not know them, so for up to one interval after it a fleet
-// may grant up to the rate plus what its local windows granted in that
-// interval. docs/operations.md ("Redis outages") describes the mode.
+// Each limiter's local window is kept from one outage to the next until
+// its grants are an interval old (a new rate or interval starts a new
+// one), so this Client grants locally at most floor(share × rate) permits
+// in any window of one interval, however many outages that window holds.
+// The local grants are not written to Redis, which does not count them:
+// in any window of one interval a limiter grants at most what Redis
+// granted in it (at most the rate) plus the local limits of the processes
+// that decided locally in it (the rate again, with Replicas equal to the
+// processes), and only the local limits while Redis grants nothing.
+// docs/operations.md ("Redis outages") describes the mode.
 //
 // default: off: acquisitions fail while Redis is unreachable.
 func WithOutageFallback(o OutageFallback) Option {

@@ -2,6 +2,7 @@ package ratelimiter
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,8 @@ import (
 type OutageFallback struct {
 	// Share is the fraction of a limiter's rate, in (0, 1], that this
 	// Client grants per interval while Redis is unreachable: the local
-	// limit is floor(Share × rate) permits in any window of one interval.
+	// limit is floor(Share × rate) permits in any window of one interval,
+	// however many outages the window holds.
 	// For a fleet of N processes that share the limiters, 1/N keeps the
 	// fleet at the rate.
 	Share float64
@@ -31,10 +33,12 @@ type OutageFallback struct {
 	// from 10 ms to 10 s; 0 means 200 ms.
 	Probe time.Duration
 	// Limiters is the most limiters whose rate the Client remembers for
-	// an outage (a limiter's rate and interval, and during an outage its
-	// local window: about 600 bytes each); past it, one remembered
-	// limiter is forgotten for each new one. It must be from 0 to
-	// 1,000,000; 0 means 10,000.
+	// an outage (a limiter's rate and interval, and from its first local
+	// grant until that grant's interval has passed and an outage ends or
+	// Redis's reply carries the rate, its local window: about 600 bytes
+	// each); past it, one remembered limiter is forgotten, with its local
+	// window, for each new one. It must be from 0 to 1,000,000; 0 means
+	// 10,000.
 	Limiters int
 }
 
@@ -104,7 +108,7 @@ type OutageEvent struct {
 
 // outage is a Client's degraded mode (WithOutageFallback): whether Redis
 // is unreachable now, the probe that ends the outage, and per limiter the
-// rate last seen and, during an outage, its local window.
+// rate last seen and its local window.
 type outage struct {
 	cfg  OutageFallback
 	rdb  redis.UniversalClient
@@ -120,7 +124,12 @@ type outage struct {
 }
 
 // knownRate is what the Client last saw of one limiter's rate, and its
-// local window during an outage (nil outside one).
+// local window: made by the first local take, kept across outages (an
+// outage may begin while Redis is healthy: a call stalled past its
+// deadline on a loaded machine), so that the local limit holds in any
+// window of one interval however many outages it holds; dropped only once
+// its permits have all left it (at an outage's end, or when a reply
+// carries the rate) or when the rate or the interval changes.
 type knownRate struct {
 	rate     int64
 	interval time.Duration
@@ -166,8 +175,9 @@ func (o *outage) enter(err error) {
 	}
 }
 
-// end ends the outage in progress, if any: calls go to Redis again and
-// the local windows are dropped.
+// end ends the outage in progress, if any: calls go to Redis again. The
+// local windows are kept for the next outage, but for those whose
+// permits have all left them.
 func (o *outage) end() {
 	o.mu.Lock()
 	if !o.isDown.Load() {
@@ -177,8 +187,11 @@ func (o *outage) end() {
 	o.isDown.Store(false)
 	close(o.ended)
 	lasted := time.Since(o.since)
+	now := o.now()
 	for _, k := range o.known {
-		k.window = nil
+		if k.window != nil && k.window.empty(now) {
+			k.window = nil
+		}
 	}
 	o.mu.Unlock()
 	if o.hook != nil {
@@ -196,7 +209,10 @@ func (o *outage) close() {
 }
 
 // probe sends PING every cfg.Probe until Redis answers, then ends the
-// outage; it returns when the outage ended otherwise (Client.Close).
+// outage; it returns when the outage ended otherwise (Client.Close). A
+// PING that finds the go-redis client closed (redis.ErrClosed: the
+// caller closed it) ends the outage too: no probe would ever end it, and
+// the calls fail with ErrClosed as without the option.
 func (o *outage) probe(ended <-chan struct{}) {
 	t := time.NewTicker(o.cfg.Probe)
 	defer t.Stop()
@@ -209,7 +225,7 @@ func (o *outage) probe(ended <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), OutageProbeTimeout)
 		err := ping(ctx, o.rdb)
 		cancel()
-		if err == nil {
+		if err == nil || errors.Is(err, redis.ErrClosed) {
 			o.end()
 			return
 		}
@@ -261,7 +277,7 @@ func (o *outage) learn(lane string, rate int64, interval time.Duration) {
 		k = &knownRate{}
 		o.known[lane] = k
 	}
-	if k.rate != rate || k.interval != interval {
+	if k.rate != rate || k.interval != interval || (k.window != nil && k.window.empty(now)) {
 		k.window = nil
 	}
 	k.rate, k.interval, k.seen = rate, interval, now

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goredisson/ratelimiter/internal/script"
 )
 
 // redisReply is an error as go-redis returns Redis's replies.
@@ -39,9 +41,10 @@ func TestUnreachableClassifies(t *testing.T) {
 		{"DNS", &net.DNSError{Err: "no such host", Name: "redis.invalid"}, true},
 		{"EOF", io.EOF, true},
 		{"unexpected EOF", fmt.Errorf("reading reply: %w", io.ErrUnexpectedEOF), true},
-		{"closed conn", net.ErrClosed, true},
-		{"pool timeout", redis.ErrPoolTimeout, true},
-		{"pool exhausted", redis.ErrPoolExhausted, true},
+		{"closed conn", net.ErrClosed, false},
+		{"read on a closed conn", &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}, false},
+		{"pool timeout", redis.ErrPoolTimeout, false},
+		{"pool exhausted", fmt.Errorf("evalsha: %w", redis.ErrPoolExhausted), false},
 		{"sentinels", errors.New("redis: all sentinels specified in configuration are unreachable: dial tcp: refused"), true},
 		{"ring", errors.New("redis: all ring shards are down"), true},
 		{"client closed", redis.ErrClosed, false},
@@ -72,4 +75,6 @@ func TestUnansweredIsTheCallsOwnDeadline(t *testing.T) {
 	require.False(t, unanswered(passed, ErrNotInitialized), "answered with an error")
 	require.False(t, unanswered(canceled, context.Canceled), "canceled by the caller")
 	require.False(t, unanswered(context.Background(), context.DeadlineExceeded), "not the call's deadline")
+	require.False(t, unanswered(passed, fmt.Errorf("%w: %w", script.ErrNotSent, context.DeadlineExceeded)),
+		"never sent: it waited for a flight past its deadline")
 }
