@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -19,6 +17,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // The two rate-limit services of the service section, each run as its own
@@ -92,31 +92,12 @@ func buildRatelimiter(ctx context.Context, dir string) (string, error) {
 type svcProc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer // its stdout and stderr
+	out  *redistest.SyncBuffer // its stdout and stderr
 	done chan struct{}
 	// conns: one grpc.ClientConn per caller, as each Envoy worker thread
 	// holds a connection of its own to the service.
 	conns   []*grpc.ClientConn
 	clients []rlspb.RateLimitServiceClient
-}
-
-// syncBuffer is a bytes.Buffer that the process's output and the bench
-// share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // freePorts returns n ports free on loopback just now.
@@ -142,7 +123,7 @@ func freePorts(n int) ([]int, error) {
 // startSvc starts bin with args and env, waits until its gRPC API at addr
 // answers, and opens callers connections to it.
 func startSvc(ctx context.Context, name, bin string, args, env []string, addr string, callers int) (*svcProc, error) {
-	p := &svcProc{name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &svcProc{name: name, out: &redistest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,13 +9,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
+
+	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
 // startExporter runs the binary's exporter on a free loopback port
@@ -226,25 +226,6 @@ func TestInspectShowsFutureRecords(t *testing.T) {
 	require.InDelta(t, time.Hour.Milliseconds(), in.Future.MaxLeadMS, 60_000)
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and a test
-// reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Issue 39, item 3: the exporter reports a read the user may not make.
 // Without ZCOUNT (which the limiters' reading needs) a scrape says
 // ratelimiter_exporter_up 0, with no limiter series, and stderr names the
@@ -256,7 +237,7 @@ func TestExporterReportsRefusedReads(t *testing.T) {
 	newLimiter(t, name, ratelimiter.Config{Rate: 10, Interval: time.Hour}, 2)
 	user := "exp-" + strings.ReplaceAll(name, "_", "-")
 
-	var stderr syncBuffer
+	var stderr redistest.SyncBuffer
 	url := startExporterURL(t, readmeUser(t, redisAddr, user, "-zcount"), &stderr, "--match", name)
 	got := scrape(t, url)
 	require.Equal(t, 0.0, got["ratelimiter_exporter_up"], "a refused ZCOUNT fails the reading")

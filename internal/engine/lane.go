@@ -372,15 +372,21 @@ func (e *Engine) giveBack(p Target, n int64) {
 	_ = e.Release(ctx, p, n)
 }
 
-// batchContext is the context of a batch's script call: the first
-// request's values, never canceled by one caller leaving (the others still
-// want the answer), ending at the latest deadline among the requests, or
-// never if one of them has none.
+// batchContext is the context of a batch's script call (SharedContext).
 func batchContext(batch []*request) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(batch[0].ctx)
+	return SharedContext(batch, func(q *request) context.Context { return q.ctx })
+}
+
+// SharedContext returns the context of one Redis call made for several
+// callers, items, whose contexts ctx gives: the first one's values, never
+// canceled by one caller leaving (the others still want the answer),
+// ending at the latest deadline among them, or never if one of them has
+// none.
+func SharedContext[T any](items []T, ctx func(T) context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx(items[0]))
 	var latest time.Time
-	for _, q := range batch {
-		dl, ok := q.ctx.Deadline()
+	for _, q := range items {
+		dl, ok := ctx(q).Deadline()
 		if !ok {
 			return base, func() {}
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
 )
 
 // Script calls for different limiters share writes to Redis (docs/
@@ -225,22 +227,10 @@ func retryable(err error) bool {
 	return false
 }
 
-// pipeContext is a pipeline's context: the first call's values, ending at
-// the latest deadline among the calls, or never if one of them has none
-// (a caller that leaves does not end the others' calls).
+// pipeContext is a pipeline's context (engine.SharedContext): a caller
+// that leaves does not end the others' calls.
 func pipeContext(batch []*pipedCall) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(batch[0].ctx)
-	var latest time.Time
-	for _, q := range batch {
-		dl, ok := q.ctx.Deadline()
-		if !ok {
-			return base, func() {}
-		}
-		if dl.After(latest) {
-			latest = dl
-		}
-	}
-	return context.WithDeadline(base, latest)
+	return engine.SharedContext(batch, func(q *pipedCall) context.Context { return q.ctx })
 }
 
 // notSent returns the error of a call that was not sent because its
