@@ -16,7 +16,9 @@ WORK := GOWORK=$(CURDIR)/go.work
 # also holds otel, whose newer go-redis would win there, while `go install
 # .../cmd/ratelimiter@version` builds with the go-redis the core and the
 # CLI require (go.mod's minimum).
-CLI_WORK_FILE := $(or $(TMPDIR),/tmp)/ratelimiter-cli-$(shell id -u).work
+# One file per user and checkout: two checkouts on one machine must not
+# build each other's code.
+CLI_WORK_FILE := $(or $(TMPDIR),/tmp)/ratelimiter-cli-$(shell id -u)-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1).work
 CLI_WORK := GOWORK=$(CLI_WORK_FILE)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_UPDATED := /tmp/.ratelimiter-apt-updated
@@ -92,8 +94,11 @@ test-modules-b: $(ENVOY_RATELIMIT)
 # make dist's snapshot of this machine's target, checked (dist-check): a
 # third lane beside the modules' suites, as on a fresh machine it first
 # builds goreleaser and cyclonedx-gomod (about 6 minutes of compiling).
+# One after the other: under make test's -j3, one sub-make would run them
+# side by side.
 test-dist:
-	$(MAKE) dist-host dist-check VERSION=
+	$(MAKE) dist-host VERSION=
+	$(MAKE) dist-check VERSION=
 
 # The core suite on one redis-server, without Java, Cluster, Sentinel and
 # failover: the contributor's quick loop.
@@ -101,9 +106,11 @@ test-short: deps-redis deps-prometheus cli-work
 	$(GO) test -short -race -count=1 ./...
 	cd cmd/ratelimiter && $(CLI_WORK) $(GO) test -short -race -count=1 ./...
 
+# Written to a temporary file and renamed: make test's lanes run it side
+# by side, and a go command reading a half-written file fails.
 cli-work:
 	@printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s/cmd/ratelimiter\n)\n\nreplace github.com/goredisson/ratelimiter v0.1.0 => %s\n' \
-	  $(CURDIR) $(CURDIR) $(CURDIR) > $(CLI_WORK_FILE)
+	  $(CURDIR) $(CURDIR) $(CURDIR) > $(CLI_WORK_FILE).$$$$ && mv -f $(CLI_WORK_FILE).$$$$ $(CLI_WORK_FILE)
 
 test-newest: deps-redis
 	cp go.mod $(NEWEST_MOD)
