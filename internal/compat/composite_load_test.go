@@ -64,6 +64,7 @@ type loadPart struct {
 	scores     []int64 // one per permit held by the records seen
 	records    int
 	lag        int64 // the longest time from a record's score to the read that first saw it, ms
+	mayStarve  bool  // the composite's share may be 0 (weighted try: see weightedLoad)
 }
 
 // compositeLoad runs the load of TestCompositeMixedLoad; Java's threads
@@ -75,14 +76,15 @@ func compositeLoad(t *testing.T, v string, peers []*Peer, mode string, dur time.
 		{name: limName(t, tag+":short"), cfg: ratelimiter.Config{Rate: 100, Interval: time.Second}},
 		{name: limName(t, tag+":long"), cfg: ratelimiter.Config{Rate: 300, Interval: 2 * time.Second}},
 	}
+	// Go: the composite's goroutines share one Client (combined calls);
+	// the single-part goroutines share another. Both exist before Java's
+	// load starts.
+	quotaClient, single := newGoClient(t, v), newGoClient(t, v)
 	var wg sync.WaitGroup
 	names, stopObserver := startMixed(ctx, t, v, peers, parts, mode, dur, &wg)
 	start := time.Now()
 	deadline := start.Add(dur)
-	// Go: the composite's goroutines share one Client (combined calls);
-	// the single-part goroutines share another.
-	quota := newGoClient(t, v).All(names...)
-	single := newGoClient(t, v)
+	quota := quotaClient.All(names...)
 	var mu sync.Mutex
 	var composite int
 	var goErr error
@@ -301,7 +303,7 @@ func checkPart(t *testing.T, v, mode string, p *loadPart, composite int, start t
 	if within*10 < capacity*9 {
 		t.Errorf("%s: %d permits granted within %v, less than 90%% of %d", p.name, within, dur, capacity)
 	}
-	if composite == 0 || p.gone == 0 || p.java == 0 {
+	if (composite == 0 && !p.mayStarve) || p.gone == 0 || p.java == 0 {
 		t.Errorf("%s: a side got nothing: composite %d, go single %d, java %d", p.name, composite, p.gone, p.java)
 	}
 }
