@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,7 +137,76 @@ type rtPermitLog struct {
 	// Written by the reader until done is closed.
 	recs     map[string]rtPermitRec // by member
 	released int                    // records removed by ZREM (Release)
+	live     rtLiveSet              // the set as the commands leave it
+	maxLive  int64                  // the most permits live records held at once
 	err      error
+}
+
+// rtLiveSet is the sorted set's records as MONITOR's commands leave it:
+// member to score and permits.
+type rtLiveSet map[string]rtPermitRec
+
+// permits returns the permits the set's records hold.
+func (s rtLiveSet) permits() int64 {
+	var n int64
+	for _, r := range s {
+		n += r.permits
+	}
+	return n
+}
+
+// removeRanks removes the records of ranks lo to hi (inclusive, from 0,
+// negative from the end), in Redis's order: by score, then by member's
+// bytes.
+func (s rtLiveSet) removeRanks(lo, hi int) {
+	ms := make([]string, 0, len(s))
+	for m := range s {
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		if s[ms[i]].score != s[ms[j]].score {
+			return s[ms[i]].score < s[ms[j]].score
+		}
+		return ms[i] < ms[j]
+	})
+	if lo < 0 {
+		lo += len(ms)
+	}
+	if hi < 0 {
+		hi += len(ms)
+	}
+	for i := max(lo, 0); i <= hi && i < len(ms); i++ {
+		delete(s, ms[i])
+	}
+}
+
+// removeScores removes the records whose scores lie in [min, max] (a
+// bound of "(" excludes it; -inf, +inf).
+func (s rtLiveSet) removeScores(min, max string) error {
+	lo, loOpen, err := rtScoreBound(min)
+	if err != nil {
+		return err
+	}
+	hi, hiOpen, err := rtScoreBound(max)
+	if err != nil {
+		return err
+	}
+	for m, r := range s {
+		v := float64(r.score)
+		if (v > lo || (v == lo && !loOpen)) && (v < hi || (v == hi && !hiOpen)) {
+			delete(s, m)
+		}
+	}
+	return nil
+}
+
+// rtScoreBound parses a ZRANGEBYSCORE bound.
+func rtScoreBound(b string) (v float64, open bool, err error) {
+	if strings.HasPrefix(b, "(") {
+		open, b = true, b[1:]
+	}
+	v, err = strconv.ParseFloat(b, 64) // takes -inf and +inf
+	return v, open, err
 }
 
 // rtPermitRec is one permit record: its stamp (score, ms), its permits,
@@ -161,6 +231,7 @@ func rtMonitorPermits(t *testing.T, addr, key string) *rtPermitLog {
 	require.NoError(t, err)
 	require.Equal(t, "+OK\r\n", ok)
 	p := &rtPermitLog{addr: addr, key: key, conn: conn, done: make(chan struct{}), recs: map[string]rtPermitRec{},
+		live:   rtLiveSet{},
 		marker: "rtPermitLog-end-" + key}
 	go p.read(r)
 	return p
@@ -174,11 +245,17 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 			p.err = fmt.Errorf("MONITOR: %w", err)
 			return
 		}
+		if !strings.Contains(line, " lua] ") {
+			// Not a script's command: no script is part-way through,
+			// so the set is as a script left it (a script may add a
+			// shrunk record before it removes the old one).
+			p.maxLive = max(p.maxLive, p.live.permits())
+		}
 		if strings.Contains(line, strconv.Quote(p.marker)) { // ECHO from Records
 			return
 		}
-		if !strings.Contains(line, `"ZADD"`) && !strings.Contains(line, `"ZREM"`) &&
-			!strings.Contains(line, `"zadd"`) && !strings.Contains(line, `"zrem"`) {
+		if !strings.Contains(line, `"ZADD"`) && !strings.Contains(line, `"ZREM`) &&
+			!strings.Contains(line, `"zadd"`) && !strings.Contains(line, `"zrem`) {
 			continue
 		}
 		at, args, err := rtParseMonitorLine(strings.TrimRight(line, "\r\n"))
@@ -208,7 +285,8 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 					p.err = fmt.Errorf("MONITOR line %q: %v %v", line, err, derr)
 					return
 				}
-				p.recs[rest[1]] = rtPermitRec{score: int64(score), permits: int64(m.Permits), added: at}
+				rec := rtPermitRec{score: int64(score), permits: int64(m.Permits), added: at}
+				p.recs[rest[1]], p.live[rest[1]] = rec, rec
 			}
 		case "ZREM":
 			for _, m := range args[2:] {
@@ -216,10 +294,37 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 					delete(p.recs, m) // released: its permits came back
 					p.released++
 				}
+				delete(p.live, m)
+			}
+		case "ZREMRANGEBYRANK":
+			if len(args) == 4 && strings.EqualFold(args[2], "nan") {
+				continue // refused by Redis (probe.lua)
+			}
+			lo, err1 := strconv.Atoi(args[min(2, len(args)-1)])
+			hi, err2 := strconv.Atoi(args[min(3, len(args)-1)])
+			if len(args) != 4 || err1 != nil || err2 != nil {
+				p.err = fmt.Errorf("MONITOR line %q: not ZREMRANGEBYRANK key start stop", line)
+				return
+			}
+			p.live.removeRanks(lo, hi)
+		case "ZREMRANGEBYSCORE":
+			if len(args) != 4 {
+				p.err = fmt.Errorf("MONITOR line %q: not ZREMRANGEBYSCORE key min max", line)
+				return
+			}
+			if err := p.live.removeScores(args[2], args[3]); err != nil {
+				p.err = fmt.Errorf("MONITOR line %q: %v", line, err)
+				return
 			}
 		}
 	}
 }
+
+// MaxLive returns the most permits that the set's records held between
+// two scripts, by the commands MONITOR showed: the count the value key keeps, which
+// no clock (the server's or skewed Clients') can lift past the rate.
+// Call it after Records.
+func (p *rtPermitLog) MaxLive() int64 { return p.maxLive }
 
 // rtParseMonitorLine splits a MONITOR line (+<sec>.<usec> [db client]
 // "arg" ...) into its time and its arguments, unescaped: Redis quotes
@@ -291,7 +396,10 @@ func (p *rtPermitLog) Records(t *testing.T) []rtPermitRec {
 		r, ok := p.recs[m]
 		require.True(t, ok, "record %x (score %v) in the set was not seen added", m, z.Score)
 		require.Equal(t, int64(z.Score), r.score, "record %x", m)
+		_, ok = p.live[m]
+		require.True(t, ok, "record %x (score %v) in the set, not in the set the commands left", m, z.Score)
 	}
+	require.Len(t, p.live, len(set), "the set the commands left, against the set")
 	out := make([]rtPermitRec, 0, len(p.recs))
 	for _, r := range p.recs {
 		out = append(out, r)

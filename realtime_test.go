@@ -183,13 +183,15 @@ func TestRealTimeThroughStalls(t *testing.T) {
 // own go-redis client, whose clocks (WithClock) run 250 ms behind, on
 // time and 250 ms ahead, with 16 goroutines each (half TryAcquire(ctx, 1)
 // in a tight loop, half Acquire(ctx, 1)) on a 50 per 1 s limiter for 4 s,
-// get at most 50 permits in any real second by WorstCertain, and the
-// records' stamps hold at most 50 in any interval. The run must grant at
-// least twice the rate.
+// get at most 50 permits in any real second by WorstCertain, the
+// records' stamps hold at most 50 in any interval, and the set's records
+// (followed command by command through MONITOR) never hold more than 50
+// at once. The run must grant at least twice the rate.
 //
 // The "client clock" subtest is the same with WithServerClock(false) on
-// all three: it asserts the records' stamps the same way and logs how
-// far over the rate real time goes, which is what the server clock buys.
+// all three: it asserts the records held at once, and logs how far over
+// the rate real time and the records' stamps go, which is what the
+// server clock buys.
 func TestRealTimeSkewedClocks(t *testing.T) {
 	redistest.SkipIfShort(t, "real-time runs with skewed clocks")
 	const rate = 50
@@ -215,16 +217,26 @@ func TestRealTimeSkewedClocks(t *testing.T) {
 			close(stop)
 			wait()
 			f := rtMeasure(t, name+", clocks -250/0/+250 ms", grants.List(), perm.Records(t), time.Second, procStalls())
-			if f.byScore > rate {
-				t.Errorf("the records' stamps hold %d permits in one interval (rate %d)", f.byScore, rate)
+			live := perm.MaxLive()
+			t.Logf("the set's records held at most %d permits at once (rate %d)", live, rate)
+			if live > rate {
+				t.Errorf("the set's records held %d permits at once (rate %d)", live, rate)
 			}
 			if f.grants < 2*rate {
 				t.Errorf("only %d permits granted in 4 s: the limiter was not saturated", f.grants)
 			}
 			if !server {
-				t.Logf("client clocks 500 ms apart, not asserted: WorstCertain %d (%.2fx the rate %d), WorstByReply %d, by when Redis added the records %d",
-					f.certain, float64(f.certain)/rate, rate, f.byReply, f.byAdded)
+				// Stamps from clocks 500 ms apart: the Client ahead
+				// expires the others' records up to 500 ms early, and
+				// the one behind then stamps into their interval, so an
+				// interval of stamps may hold more than the rate (51
+				// in 6 of 40 runs).
+				t.Logf("client clocks 500 ms apart, not asserted: WorstCertain %d (%.2fx the rate %d), WorstByReply %d, by when Redis added the records %d, by the records' stamps %d",
+					f.certain, float64(f.certain)/rate, rate, f.byReply, f.byAdded, f.byScore)
 				return
+			}
+			if f.byScore > rate {
+				t.Errorf("the records' stamps hold %d permits in one interval (rate %d)", f.byScore, rate)
 			}
 			if f.certain > rate {
 				t.Errorf("more than the rate in a real second: WorstCertain %d (rate %d)", f.certain, rate)
