@@ -71,6 +71,16 @@ func (r Reply) interval() time.Duration {
 	return 0
 }
 
+// limit returns the limiter's rate from r's verdicts, 0 when none says.
+func (r Reply) limit() int64 {
+	for _, v := range r.Verdicts {
+		if v.Res.Limit > 0 {
+			return v.Res.Limit
+		}
+	}
+	return 0
+}
+
 // Kind is the reply form a script call is asked for.
 type Kind uint8
 
@@ -159,6 +169,10 @@ type Options struct {
 	Draw func(bound time.Duration) time.Duration
 	// Probe says whether now is in a probe window; nil: the wall clock's.
 	Probe ProbeClock
+	// ProbeBudget is the fewest permits of the rate between two probe
+	// windows (probePeriod); 0: probeBudget (100). Tests of holds in
+	// every interval set 1.
+	ProbeBudget int64
 	// Leases turns leased permits on; nil: off.
 	Leases *LeaseOptions
 	// OnLease reports every lease when it has ended; may be nil.
@@ -176,6 +190,7 @@ type Engine struct {
 	time     Clock            // the Engine's (Options.Time); never nil
 	draw     func(time.Duration) time.Duration
 	probe    ProbeClock
+	budget   int64 // Options.ProbeBudget
 	onLease  func(LeaseEvent)
 	refusals refusals
 	lanes    lanes
@@ -185,7 +200,7 @@ type Engine struct {
 // New returns an Engine with o.
 func New(o Options) *Engine {
 	e := &Engine{maxBatch: o.MaxBatch, unfair: o.Unfair, foreign: o.Foreign, noLocal: o.NoLocal,
-		clock: o.Clock, time: o.Time, draw: o.Draw, probe: o.Probe, onLease: o.OnLease}
+		clock: o.Clock, time: o.Time, draw: o.Draw, probe: o.Probe, budget: o.ProbeBudget, onLease: o.OnLease}
 	if e.maxBatch < 1 {
 		e.maxBatch = 1
 	}
@@ -200,6 +215,9 @@ func New(o Options) *Engine {
 	}
 	if e.probe == nil {
 		e.probe = probeWindow
+	}
+	if e.budget <= 0 {
+		e.budget = probeBudget
 	}
 	if o.Leases != nil {
 		e.leases = newLeasing(*o.Leases, e.time)

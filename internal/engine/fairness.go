@@ -65,6 +65,7 @@ const MaxForeignWaiters = 1 << 16
 // window. Guarded by lanes.mu.
 type fleet struct {
 	interval     time.Duration
+	rate         int64         // permits per interval, 0 until a reply says
 	censusAt     time.Time     // last census started
 	foreignUntil time.Time     // foreignHold after the last foreign record seen
 	spread       time.Duration // bound of own wakes' delays while shared
@@ -137,7 +138,7 @@ func (e *Engine) blocking(key string, delta int, granted int64) {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	now := e.time.Now()
-	f := e.lanes.fleetOf(key, 0, now)
+	f := e.lanes.fleetOf(key, 0, 0, now)
 	f.blocked = max(f.blocked+delta, 0)
 	if granted > 0 && f.interval > 0 {
 		f.granted.add(now, f.interval, granted)
@@ -145,9 +146,9 @@ func (e *Engine) blocking(key string, delta int, granted int64) {
 }
 
 // fleetOf returns the fleet of l's limiter, making it if needed (and
-// sweeping stale ones at now); interval (from a reply; 0 when it did not
-// say) updates what the fleet knows. Call with lanes.mu held.
-func (ls *lanes) fleetOf(key string, interval time.Duration, now time.Time) *fleet {
+// sweeping stale ones at now); interval and rate (from a reply; 0 when it
+// did not say) update what the fleet knows. Call with lanes.mu held.
+func (ls *lanes) fleetOf(key string, interval time.Duration, rate int64, now time.Time) *fleet {
 	f := ls.fleets[key]
 	if f == nil {
 		if ls.fleets == nil {
@@ -159,6 +160,9 @@ func (ls *lanes) fleetOf(key string, interval time.Duration, now time.Time) *fle
 	}
 	if interval > 0 {
 		f.interval = interval
+	}
+	if rate > 0 {
+		f.rate = rate
 	}
 	return f
 }
@@ -197,13 +201,13 @@ func (f *fleet) shared(now time.Time) bool { return f != nil && now.Before(f.for
 // (true) or with the lane's waiters. It may start a census. Never past
 // q's limit or context deadline, never before wake less hintPad. Call
 // with lanes.mu held.
-func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration) (time.Time, bool) {
+func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.Duration, rate int64) (time.Time, bool) {
 	lim, ok := q.p.(Limiter)
 	if e.unfair || e.maxBatch == 1 || !ok {
 		return wake, false
 	}
 	now := e.time.Now()
-	f := e.lanes.fleetOf(l.key, interval, now)
+	f := e.lanes.fleetOf(l.key, interval, rate, now)
 	f.refusedAt = now
 	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now

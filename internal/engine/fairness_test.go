@@ -128,33 +128,33 @@ func TestRefusedWakeBounds(t *testing.T) {
 	q := newRequest(context.Background(), lim, 1, false)
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
-	at, own := e.refusedWake(l, q, wake, time.Second)
+	at, own := e.refusedWake(l, q, wake, time.Second, 0)
 	if own || !at.Equal(wake) {
 		t.Errorf("alone: wake %v after the hint, own %v; want on the hint, together", at.Sub(wake), own)
 	}
 	f := e.lanes.fleets["k"]
 	f.foreignUntil, f.spread = c.Now().Add(time.Minute), 30*time.Millisecond
 	for i := 0; i < 100; i++ {
-		at, own = e.refusedWake(l, q, wake, 0)
+		at, own = e.refusedWake(l, q, wake, 0, 0)
 		if !own || at.Before(wake.Add(-hintPad)) || at.Sub(wake) >= f.spread-hintPad {
 			t.Fatalf("shared: wake %v after the hint, own %v; want within [-%v, %v), own", at.Sub(wake), own, hintPad, f.spread-hintPad)
 		}
 	}
 	q.limit = wake.Add(time.Millisecond)
-	if at, _ = e.refusedWake(l, q, wake, 0); at.After(q.limit) {
+	if at, _ = e.refusedWake(l, q, wake, 0, 0); at.After(q.limit) {
 		t.Errorf("wake %v past the caller's limit", at.Sub(q.limit))
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), wake)
 	defer cancel()
 	q = newRequest(ctx, lim, 1, false)
-	if at, _ = e.refusedWake(l, q, wake, 0); at.After(wake) {
+	if at, _ = e.refusedWake(l, q, wake, 0, 0); at.After(wake) {
 		t.Errorf("deadline at the hint: wake %v after it", at.Sub(wake))
 	}
-	if at, own = e.refusedWake(l, newRequest(ctx, &fakeTarget{key: "x+y"}, 1, false), wake, 0); own || !at.Equal(wake) {
+	if at, own = e.refusedWake(l, newRequest(ctx, &fakeTarget{key: "x+y"}, 1, false), wake, 0, 0); own || !at.Equal(wake) {
 		t.Errorf("composite: wake %v after the hint, own %v", at.Sub(wake), own)
 	}
 	e.unfair = true
-	if at, own = e.refusedWake(l, q, wake, 0); own || !at.Equal(wake) {
+	if at, own = e.refusedWake(l, q, wake, 0, 0); own || !at.Equal(wake) {
 		t.Errorf("WithFairness(false): wake %v after the hint, own %v", at.Sub(wake), own)
 	}
 }
@@ -163,7 +163,7 @@ func TestFleetsSwept(t *testing.T) {
 	var ls lanes
 	now := time.Unix(1000, 0)
 	for i := 0; i < 1000; i++ {
-		f := ls.fleetOf(string(rune('a'+i%26))+string(rune(i)), time.Millisecond, now)
+		f := ls.fleetOf(string(rune('a'+i%26))+string(rune(i)), time.Millisecond, 0, now)
 		f.censusAt = now.Add(-time.Second)
 	}
 	if len(ls.fleets) > 100 {
@@ -252,7 +252,7 @@ func TestCensusEvery(t *testing.T) {
 	refuse := func() {
 		q := newWaiter(context.Background(), lim, 1, time.Time{})
 		e.lanes.mu.Lock()
-		e.refusedWake(l, q, c.Now().Add(100*ms), time.Second)
+		e.refusedWake(l, q, c.Now().Add(100*ms), time.Second, 0)
 		e.lanes.mu.Unlock()
 	}
 	counted := func(n int) {
@@ -352,7 +352,7 @@ func TestRefusedWakeDraw(t *testing.T) {
 		e.lanes.fleets["k"].foreignUntil = clk.Now().Add(time.Minute)
 		e.lanes.fleets["k"].censusAt = clk.Now() // no census
 		wake := clk.Now().Add(100 * ms)
-		got, own := e.refusedWake(&lane{key: "k"}, newWaiter(context.Background(), lim, 1, time.Time{}), wake, 0)
+		got, own := e.refusedWake(&lane{key: "k"}, newWaiter(context.Background(), lim, 1, time.Time{}), wake, 0, 0)
 		e.lanes.mu.Unlock()
 		if !own || got.Sub(wake) != c.want {
 			t.Errorf("draw %v: wake %v after the hint, own %v; want %v, own", c.draw, got.Sub(wake), own, c.want)

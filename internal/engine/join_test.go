@@ -11,7 +11,8 @@ import (
 
 // joinRig is an Engine in a probe window (on demand) and a simulated
 // limiter of 2 permits a second on a fake clock; the spread's draw is half
-// its bound.
+// its bound. Its probe windows come every interval (a ProbeBudget of 1;
+// at 2 per second the default's come every 50 s).
 type joinRig struct {
 	e       *Engine
 	c       *fakeClock
@@ -22,7 +23,7 @@ type joinRig struct {
 
 func newJoinRig() *joinRig {
 	r := &joinRig{}
-	r.e, r.c = newFakeEngine(Options{MaxBatch: 128,
+	r.e, r.c = newFakeEngine(Options{MaxBatch: 128, ProbeBudget: 1,
 		Probe: func(time.Time, time.Duration) (bool, bool) { return r.probeIn.Load(), false }})
 	r.w = newSimWindow(r.c, 2, time.Second)
 	r.lim = simLimiter("j", r.w)
@@ -195,7 +196,7 @@ func TestJoinSpreadSteps(t *testing.T) {
 	e, c := newFakeEngine(Options{MaxBatch: 128})
 	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "s"}}
 	e.lanes.mu.Lock()
-	e.lanes.fleetOf("s", time.Second, c.Now())
+	e.lanes.fleetOf("s", time.Second, 0, c.Now())
 	e.lanes.mu.Unlock()
 	census := func(after time.Duration, ours, others int64) time.Duration {
 		c.Advance(after)

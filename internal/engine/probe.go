@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"time"
 )
 
@@ -9,9 +10,10 @@ import (
 // together on their hint, and a Redisson waiter starved so far would never
 // get a permit for a census to see: Redisson 4.x retries at its timer's
 // first 100 ms tick after the permits free, 3.16 3 ms after, and a Go
-// waiter takes them first. So every interval (at least every
-// probeMinPeriod) of the wall clock is a probe window, the same for every
-// Client, and in each one, while the limiter is contended (a blocked
+// waiter takes them first. So every probePeriod of the wall clock (an
+// interval, or as many as the rate needs for probeBudget permits, and at
+// least probeMinPeriod) is a probe window, the same for every Client
+// (they read the same interval and rate), and in each one, while the limiter is contended (a blocked
 // caller of this Client was refused within the last two intervals), this
 // Client's blocking calls leave a permit free: a call grants a request
 // only while one permit stays free after it, until a call of this Client
@@ -21,9 +23,8 @@ import (
 // the slot are held too (each holds until its own first hold of the
 // window), so the permit sits free for longer than a 4.x tick: a Redisson
 // waiter takes it, and the next census sees its record. A Redisson
-// service that starts calling is granted within an interval (at least
-// probeMinPeriod) and a tick of its first refusal, on a contended
-// limiter. What takes the permit earlier: a non-blocking call, a lease
+// service that starts calling is granted within a probe period and a
+// tick of its first refusal, on a contended limiter. What takes the permit earlier: a non-blocking call, a lease
 // call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
 // Nobody comes back for the permit when the slot ends: the callers held
@@ -41,7 +42,10 @@ import (
 // What it costs a Go-only fleet: the callers that call in a slot wait up
 // to probeSlot more, and the permit left free idles until the next expiry
 // after the slot (at most probeRetake past it): about one grant per
-// window where the fleet's records expire in one clump per interval.
+// window where the fleet's records expire in one clump per interval. A
+// window comes at most once per probeBudget permits of the rate, so that
+// is at most 1/probeBudget of the grants; the price is a slower join on
+// a slow limiter (10 per second: a window every 10 s).
 //
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
@@ -58,6 +62,7 @@ import (
 
 const (
 	probeMinPeriod = time.Second
+	probeBudget    = 100 // a window at most once per this many permits of the rate
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
@@ -66,39 +71,50 @@ const (
 	holdAll = 1<<53 - 1
 )
 
-// ProbeClock says whether now is in a probe window of a limiter of the
-// given interval, and whether that window holds all permits. Tests swap
-// it (Options.Probe).
-type ProbeClock func(now time.Time, interval time.Duration) (in, full bool)
+// ProbeClock says whether now is in a probe window of a limiter whose
+// windows come every period (probePeriod), and whether that window holds
+// all permits. Tests swap it (Options.Probe).
+type ProbeClock func(now time.Time, period time.Duration) (in, full bool)
 
-// probePeriod is the length of a limiter's probe windows: its interval,
-// and at least probeMinPeriod (1 s when no interval is known).
-func probePeriod(interval time.Duration) time.Duration {
+// probePeriod is the length of the probe windows of a limiter of rate
+// permits per interval: the fewest whole intervals that hold budget
+// permits (one when the rate is not known), and at least probeMinPeriod
+// (1 s when no interval is known). At most the longest time.Duration.
+func probePeriod(interval time.Duration, rate, budget int64) time.Duration {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return max(interval, probeMinPeriod)
+	k := int64(1)
+	if rate > 0 && rate < budget {
+		k = (budget + rate - 1) / rate
+	}
+	if interval > time.Duration(math.MaxInt64/k) {
+		return time.Duration(math.MaxInt64)
+	}
+	return max(time.Duration(k)*interval, probeMinPeriod)
 }
 
-// probeIndex numbers the probe window of now.
-func probeIndex(now time.Time, interval time.Duration) int64 {
-	return now.UnixNano() / int64(probePeriod(interval))
+// period is the length of f's probe windows, of a budget of permits.
+func (f *fleet) period(budget int64) time.Duration { return probePeriod(f.interval, f.rate, budget) }
+
+// probeIndex numbers the probe window of now, of windows every period.
+func probeIndex(now time.Time, period time.Duration) int64 {
+	return now.UnixNano() / int64(period)
 }
 
-// probeWindow is the wall clock's probe windows: every probePeriod is
-// one, and the one where each probeFullEvery of the wall clock starts is
-// full (every window, for windows longer than that).
-func probeWindow(now time.Time, interval time.Duration) (in, full bool) {
-	p := probePeriod(interval)
-	return true, time.Duration(now.UnixNano())%probeFullEvery < p
+// probeWindow is the wall clock's probe windows: every period is one,
+// and the one where each probeFullEvery of the wall clock starts is full
+// (every window, for windows longer than that).
+func probeWindow(now time.Time, period time.Duration) (in, full bool) {
+	return true, time.Duration(now.UnixNano())%probeFullEvery < period
 }
 
 // windowHold returns how many permits this Client's calls on the limiter
-// of f must leave free at now: while a slot runs (from its first hold of
+// of f, whose probe windows come every period, must leave free at now: while a slot runs (from its first hold of
 // a window), all for probeFullSlot after a hold in a full window, then one
 // until probeSlot; after the slot, none for the rest of that window; in a
 // window with no hold yet, the window's hold.
-func (f *fleet) windowHold(now time.Time, in, full bool) int64 {
+func (f *fleet) windowHold(now time.Time, period time.Duration, in, full bool) int64 {
 	if !f.slotAt.IsZero() {
 		since := now.Sub(f.slotAt)
 		switch {
@@ -106,7 +122,7 @@ func (f *fleet) windowHold(now time.Time, in, full bool) int64 {
 			return holdAll
 		case since < probeSlot:
 			return 1
-		case probeIndex(f.slotAt, f.interval) == probeIndex(now, f.interval):
+		case probeIndex(f.slotAt, period) == probeIndex(now, period):
 			return 0
 		}
 	}
@@ -165,8 +181,9 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	if f == nil || f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
 		return 0
 	}
-	in, full := e.probe(now, f.interval)
-	return f.windowHold(now, in, full)
+	period := f.period(e.budget)
+	in, full := e.probe(now, period)
+	return f.windowHold(now, period, in, full)
 }
 
 // noteHolds starts this Client's slot at sent, the time of a call with

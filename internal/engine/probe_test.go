@@ -2,13 +2,47 @@ package engine
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// Every probePeriod (the interval, at least probeMinPeriod) of the wall
-// clock is a probe window; the one where a minute starts is full.
+// A limiter's probe windows come every interval, or every as many
+// intervals as hold probeBudget permits, and at least every
+// probeMinPeriod: a Go-only fleet gives up at most one permit (the hold's)
+// in probeBudget.
+func TestProbePeriod(t *testing.T) {
+	cases := []struct {
+		interval time.Duration
+		rate     int64
+		want     time.Duration
+	}{
+		{time.Second, 0, time.Second},       // no rate known: one interval
+		{time.Second, 100, time.Second},     // 100 per window
+		{time.Second, 1000, time.Second},    // never less than an interval
+		{time.Second, 50, 2 * time.Second},  // 100 per window
+		{time.Second, 10, 10 * time.Second}, // make demo's limiter
+		{time.Second, 30, 4 * time.Second},  // 120: the fewest whole intervals
+		{500 * time.Millisecond, 25, 2 * time.Second},
+		{100 * time.Millisecond, 50, time.Second}, // at least probeMinPeriod
+		{0, 0, time.Second},
+		{time.Hour, 1, 100 * time.Hour},
+		{time.Duration(math.MaxInt64 / 2), 1, time.Duration(math.MaxInt64)}, // no overflow
+	}
+	for _, c := range cases {
+		if got := probePeriod(c.interval, c.rate, probeBudget); got != c.want {
+			t.Errorf("probePeriod(%v, %d) = %v, want %v", c.interval, c.rate, got, c.want)
+		}
+		if p := probePeriod(c.interval, c.rate, probeBudget); c.rate > 0 && c.interval > 0 && p < time.Duration(math.MaxInt64) &&
+			int64(p/c.interval)*c.rate < probeBudget {
+			t.Errorf("probePeriod(%v, %d) = %v holds fewer than %d permits", c.interval, c.rate, p, probeBudget)
+		}
+	}
+}
+
+// Every probePeriod of the wall clock is a probe window; the one where a
+// minute starts is full.
 func TestProbeWindow(t *testing.T) {
 	full := time.Unix(6000, 0) // a full window's start for 1 s, and a minute's start
 	cases := []struct {
@@ -28,13 +62,19 @@ func TestProbeWindow(t *testing.T) {
 		{full.Add(probeFullEvery - time.Millisecond), 2 * time.Minute, true}, // windows longer than a minute: all full
 	}
 	for _, c := range cases {
-		in, fl := probeWindow(c.at, c.interval)
+		in, fl := probeWindow(c.at, probePeriod(c.interval, 0, probeBudget))
 		if !in || fl != c.wantFl {
 			t.Errorf("%v into the cycle, interval %v: in %v full %v, want true %v", c.at.Sub(full), c.interval, in, fl, c.wantFl)
 		}
 	}
 	if probeIndex(full.Add(59*time.Second), time.Minute) != probeIndex(full, time.Minute) {
 		t.Error("a window of a one-minute limiter is not one minute long")
+	}
+	if in, fl := probeWindow(full.Add(9*time.Second), probePeriod(time.Second, 10, probeBudget)); !in || !fl {
+		t.Error("the window where a minute starts, of a 10 per second limiter, is not 10 s long and full")
+	}
+	if probeIndex(full.Add(9*time.Second), probePeriod(time.Second, 10, probeBudget)) != probeIndex(full, probePeriod(time.Second, 10, probeBudget)) {
+		t.Error("a window of a 10 per second limiter is not 10 s long")
 	}
 }
 
@@ -62,8 +102,17 @@ func TestWindowHold(t *testing.T) {
 		{"slot of the last window", now.Add(-time.Second), false, true, false, 1},
 	} {
 		f := &fleet{interval: time.Second, slotAt: c.slotAt, slotFull: c.slotFull}
-		if got := f.windowHold(now, c.in, c.full); got != c.want {
+		if got := f.windowHold(now, f.period(probeBudget), c.in, c.full); got != c.want {
 			t.Errorf("%s: hold %d, want %d", c.name, got, c.want)
+		}
+	}
+	// A slot a second ago: the last window at 100 per second, this one
+	// at 10 per second (windows of 10 s).
+	later := now.Add(5 * time.Second)
+	for rate, want := range map[int64]int64{100: 1, 10: 0} {
+		f := &fleet{interval: time.Second, rate: rate, slotAt: later.Add(-time.Second)}
+		if got := f.windowHold(later, f.period(probeBudget), true, false); got != want {
+			t.Errorf("rate %d, a slot 1 s before: hold %d, want %d", rate, got, want)
 		}
 	}
 	at := now.Add(-time.Millisecond)

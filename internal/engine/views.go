@@ -45,7 +45,7 @@ func (e *Engine) Lanes() int {
 func (e *Engine) MarkRefused(key string, at time.Time, interval time.Duration) {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
-	e.lanes.fleetOf(key, interval, e.time.Now()).refusedAt = at
+	e.lanes.fleetOf(key, interval, 0, e.time.Now()).refusedAt = at
 }
 
 // Probe windows' constants, for tests of holds against Redis.

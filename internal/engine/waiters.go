@@ -60,7 +60,7 @@ func (e *Engine) waitQueued(ctx context.Context, p Target, n int64, limit time.T
 		q = newWaiter(ctx, p, n, limit)
 		e.lanes.mu.Lock()
 		l = e.lanes.get(p.LaneKey())
-		at, own := e.refusedWake(l, q, wake, a.v.Res.Interval)
+		at, own := e.refusedWake(l, q, wake, a.v.Res.Interval, a.v.Res.Limit)
 		if own {
 			e.lanes.mu.Unlock()
 			if err := e.sleepUntil(ctx, at, d); err != nil {
@@ -215,7 +215,7 @@ func (e *Engine) fire(l *lane) {
 // order, and sets the timer to the head's new hint. A waiter whose own
 // hint (never earlier than the head's) passes its limit or deadline is
 // answered now, so that it returns at once.
-func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt, interval time.Duration) {
+func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt time.Duration, b Reply) {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	l.flying -= sent
@@ -242,7 +242,7 @@ func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	l.due = len(keep) == 0 && len(l.waiting) > 0
 	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
-		at, _ := e.refusedWake(l, keep[0], head, interval)
+		at, _ := e.refusedWake(l, keep[0], head, b.interval(), b.limit())
 		e.arm(l, at)
 	}
 }
