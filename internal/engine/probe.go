@@ -62,7 +62,7 @@ import (
 
 const (
 	probeMinPeriod = time.Second
-	probeBudget    = 100 // a window at most once per this many permits of the rate
+	probeBudget    = 100                    // a window at most once per this many permits of the rate
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
