@@ -15,6 +15,7 @@ import (
 	"time"
 
 	ratelimiter "github.com/goredisson/ratelimiter"
+	"github.com/goredisson/ratelimiter/internal/engine"
 )
 
 // fleetSpec is one run of TestFleetShares: Go Clients (each on its own
@@ -341,9 +342,10 @@ func TestFleetTable(t *testing.T) {
 // beside 8), each in both start orders: Java 3 s after the Go fleet
 // (go-first) and the Go fleet 3 s after Java (java-first); 20 s from the
 // later start. It asserts the bands:
-//   - join: Java's first grant within an interval, Redisson's retry tick
-//     (100 ms) and 150 ms of slack for the JVM and this machine, of its
-//     first call (go-first; java-first is granted at once);
+//   - join: Java's first grant within a probe period (3 s at 50 per
+//     second, engine.ProbePeriod), Redisson's retry tick (100 ms) and
+//     150 ms of slack for the JVM and this machine, of its first call
+//     (go-first; java-first is granted at once);
 //   - every 5 s bucket from Java's first grant to the end gives Java at
 //     least 30% of the permits;
 //   - Java's share from 2 s after the later start is 35-65%.
@@ -378,8 +380,9 @@ func TestFleetCheck(t *testing.T) {
 					if s := r.share(); s < 35 || s > 65 {
 						t.Errorf("%s %s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, first, s, r.java, r.java+r.goSide)
 					}
-					if r.join < 0 || r.join > loadInterval+250*time.Millisecond {
-						t.Errorf("%s %s: Java's first grant %v after its first call, want within %v", sh, first, r.join, loadInterval+250*time.Millisecond)
+					joinBound := engine.ProbePeriod(loadInterval, loadRate) + 250*time.Millisecond
+					if r.join < 0 || r.join > joinBound {
+						t.Errorf("%s %s: Java's first grant %v after its first call, want within %v", sh, first, r.join, joinBound)
 					}
 					if r.worst5s < 30 {
 						t.Errorf("%s %s: a 5 s bucket after Java's join gave it %.0f%%, under 30%%", sh, first, r.worst5s)

@@ -170,7 +170,7 @@ type Options struct {
 	// Probe says whether now is in a probe window; nil: the wall clock's.
 	Probe ProbeClock
 	// ProbeBudget is the fewest permits of the rate between two probe
-	// windows (probePeriod); 0: probeBudget (100). Tests of holds in
+	// windows (probePeriod); 0: probeBudget (150). Tests of holds in
 	// every interval set 1.
 	ProbeBudget int64
 	// Leases turns leased permits on; nil: off.

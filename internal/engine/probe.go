@@ -45,7 +45,7 @@ import (
 // window where the fleet's records expire in one clump per interval. A
 // window comes at most once per probeBudget permits of the rate, so that
 // is at most 1/probeBudget of the grants; the price is a slower join on
-// a slow limiter (10 per second: a window every 10 s).
+// a slow limiter (10 per second: a window every 15 s).
 //
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
@@ -62,7 +62,7 @@ import (
 
 const (
 	probeMinPeriod = time.Second
-	probeBudget    = 100                    // a window at most once per this many permits of the rate
+	probeBudget    = 150                    // a window at most once per this many permits of the rate
 	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
 	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)

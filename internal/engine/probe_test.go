@@ -19,15 +19,15 @@ func TestProbePeriod(t *testing.T) {
 		want     time.Duration
 	}{
 		{time.Second, 0, time.Second},       // no rate known: one interval
-		{time.Second, 100, time.Second},     // 100 per window
+		{time.Second, 150, time.Second},     // 150 per window
 		{time.Second, 1000, time.Second},    // never less than an interval
-		{time.Second, 50, 2 * time.Second},  // 100 per window
-		{time.Second, 10, 10 * time.Second}, // make demo's limiter
-		{time.Second, 30, 4 * time.Second},  // 120: the fewest whole intervals
-		{500 * time.Millisecond, 25, 2 * time.Second},
+		{time.Second, 50, 3 * time.Second},  // 150 per window
+		{time.Second, 10, 15 * time.Second}, // make demo's limiter
+		{time.Second, 40, 4 * time.Second},  // 160: the fewest whole intervals
+		{500 * time.Millisecond, 25, 3 * time.Second},
 		{100 * time.Millisecond, 50, time.Second}, // at least probeMinPeriod
 		{0, 0, time.Second},
-		{time.Hour, 1, 100 * time.Hour},
+		{time.Hour, 1, 150 * time.Hour},
 		{time.Duration(math.MaxInt64 / 2), 1, time.Duration(math.MaxInt64)}, // no overflow
 	}
 	for _, c := range cases {
@@ -71,10 +71,10 @@ func TestProbeWindow(t *testing.T) {
 		t.Error("a window of a one-minute limiter is not one minute long")
 	}
 	if in, fl := probeWindow(full.Add(9*time.Second), probePeriod(time.Second, 10, probeBudget)); !in || !fl {
-		t.Error("the window where a minute starts, of a 10 per second limiter, is not 10 s long and full")
+		t.Error("the window where a minute starts, of a 10 per second limiter, is not 15 s long and full")
 	}
 	if probeIndex(full.Add(9*time.Second), probePeriod(time.Second, 10, probeBudget)) != probeIndex(full, probePeriod(time.Second, 10, probeBudget)) {
-		t.Error("a window of a 10 per second limiter is not 10 s long")
+		t.Error("a window of a 10 per second limiter is not 15 s long")
 	}
 }
 
@@ -106,10 +106,10 @@ func TestWindowHold(t *testing.T) {
 			t.Errorf("%s: hold %d, want %d", c.name, got, c.want)
 		}
 	}
-	// A slot a second ago: the last window at 100 per second, this one
-	// at 10 per second (windows of 10 s).
-	later := now.Add(5 * time.Second)
-	for rate, want := range map[int64]int64{100: 1, 10: 0} {
+	// A slot a second ago: the last window at 150 per second, this one
+	// at 10 per second (windows of 15 s: 1005 to 1020 s).
+	later := now.Add(10 * time.Second)
+	for rate, want := range map[int64]int64{150: 1, 10: 0} {
 		f := &fleet{interval: time.Second, rate: rate, slotAt: later.Add(-time.Second)}
 		if got := f.windowHold(later, f.period(probeBudget), true, false); got != want {
 			t.Errorf("rate %d, a slot 1 s before: hold %d, want %d", rate, got, want)

@@ -57,3 +57,9 @@ const (
 	ProbeSlot     = probeSlot
 	ProbeFullSlot = probeFullSlot
 )
+
+// ProbePeriod returns how often a limiter of rate permits per interval
+// has a probe window (the wall clock's, by default).
+func ProbePeriod(interval time.Duration, rate int64) time.Duration {
+	return probePeriod(interval, rate, probeBudget)
+}
