@@ -70,13 +70,12 @@ demo: deps-redis
 # One package at a time (-p 1): the failover tests measure deadlines and the
 # compatibility suite's mixed load saturates both cores; run side by side on
 # a 2-core machine, each would stall the other. The quick suites that hold
-# neither (the other modules; test-newest beside test-oldest, both -short)
-# run two at a time.
+# neither (the other modules, the dist snapshot, test-newest and
+# test-oldest, both -short) run three at a time.
 test: deps vet lint
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
 	$(MAKE) cli-work
-	$(MAKE) -j3 --output-sync=target test-modules-a test-modules-b test-dist
-	$(MAKE) -j2 --output-sync=target test-newest test-oldest
+	$(MAKE) -j3 --output-sync=target test-modules-a test-modules-b test-dist test-newest test-oldest
 	$(MAKE) test-servers
 	$(MAKE) install-check
 
