@@ -94,10 +94,13 @@ func New(f Format, tag Tag, permits uint32) []byte {
 // every Client that knows seed writes the same bytes: a record that many
 // Clients may write for one event, where ZADD NX keeps only the first.
 func NewSeeded(f Format, tag Tag, seed uint64, permits uint32) []byte {
-	var random []byte
+	// The random part is built on the stack (Encode copies it): one
+	// allocation per record, the record's own.
+	var buf [64]byte
+	random := append(buf[:0], goMark...)
 	switch f {
 	case Lc0I:
-		random = hex.AppendEncode([]byte(goMark), tag[:])
+		random = hex.AppendEncode(random, tag[:])
 		random = strconv.AppendInt(random, int64(seed), 10)
 	case FI:
 		// Redisson rounds a random int64 to float32: its exponent field is
@@ -106,13 +109,13 @@ func NewSeeded(f Format, tag Tag, seed uint64, permits uint32) []byte {
 		// writes, with about 2^30 distinct values. No room for a tag.
 		bits := uint32(seed)
 		exp := goFloatMinExp + bits%(255-goFloatMinExp)
-		random = binary.LittleEndian.AppendUint32(nil, bits&0x807fffff|exp<<23)
+		random = binary.LittleEndian.AppendUint32(buf[:0], bits&0x807fffff|exp<<23)
 	default:
 		// 16 bytes, as Redisson 3.21 writes: the mark, the tag and 64
 		// random bits, as unique within one Client as the 8 random bytes
 		// of Redisson 3.17 to 3.20.
 		f = Bc0I
-		random = append([]byte(goMark), tag[:]...)
+		random = append(random, tag[:]...)
 		random = binary.LittleEndian.AppendUint64(random, seed)
 	}
 	m, _ := Encode(f, random, permits)

@@ -122,6 +122,13 @@ func freePort(t testing.TB) int {
 // writeCerts makes a CA and a server certificate for 127.0.0.1.
 func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 	t.Helper()
+	return writeCertsFor(t, dir, x509.ExtKeyUsageServerAuth)
+}
+
+// writeCertsFor makes a CA and a certificate for 127.0.0.1 signed by it,
+// for usage (a server's or a client's).
+func writeCertsFor(t *testing.T, dir string, usage x509.ExtKeyUsage) (caFile, certFile, keyFile string) {
+	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	caTmpl := &x509.Certificate{
@@ -139,7 +146,7 @@ func writeCerts(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
 	require.NoError(t, err)

@@ -724,6 +724,59 @@ func TestServeTLS(t *testing.T) {
 	assert.Contains(t, body, `"limitRemaining":8`)
 }
 
+// Issue 38: --tls-client-ca requires a client certificate signed by that
+// CA on both listeners: with one, the gRPC call and the HTTPS /json are
+// answered; without one, or with one another CA signed, the handshake
+// fails and nothing is answered.
+func TestServeMutualTLS(t *testing.T) {
+	domain := uniqueName(t)
+	caFile, certFile, keyFile := writeCerts(t, t.TempDir())
+	clientCA, clientCert, clientKey := writeCertsFor(t, t.TempDir(), x509.ExtKeyUsageClientAuth)
+	_, strangerCert, strangerKey := writeCertsFor(t, t.TempDir(), x509.ExtKeyUsageClientAuth)
+	p := startServe(t, "redis://"+redisAddr+"/0", "--config", serveConfig(t, domain, serveDescriptors),
+		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clientCA)
+	pem, err := os.ReadFile(caFile)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(pem))
+	conf := func(cert, key string) *tls.Config {
+		c := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		if cert != "" {
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			require.NoError(t, err)
+			c.Certificates = []tls.Certificate{pair}
+		}
+		return c
+	}
+	req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*rlsext.RateLimitDescriptor{desc("bulk", "mtls")}}
+	body := fmt.Sprintf(`{"domain": %q, "descriptors": [{"entries": [{"key": "bulk", "value": "mtls"}]}]}`, domain)
+
+	c, _ := p.client(t, credentials.NewTLS(conf(clientCert, clientKey)))
+	assert.Equal(t, []string{"OK", "OK"}, codesOf(ask(t, c, req)))
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf(clientCert, clientKey)}}
+	code, out := postJSON(t, hc, p.httpURL, body)
+	assert.Equal(t, http.StatusOK, code, out)
+	assert.Contains(t, out, `"limitRemaining":8`, "the gRPC call took one, this one another")
+
+	for name, tc := range map[string]*tls.Config{"no client certificate": conf("", ""), "another CA's": conf(strangerCert, strangerKey)} {
+		c, _ := p.client(t, credentials.NewTLS(tc))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := c.ShouldRateLimit(ctx, req)
+		cancel()
+		assert.Error(t, err, "gRPC with %s", name)
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+		resp, err := hc.Post(p.httpURL+"/json", "application/json", strings.NewReader(body))
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		assert.Error(t, err, "/json with %s", name)
+	}
+	// Nothing the refused clients sent was counted.
+	code, out = postJSON(t, hc, p.httpURL, body)
+	assert.Equal(t, http.StatusOK, code, out)
+	assert.Contains(t, out, `"limitRemaining":7`)
+}
+
 // Issue 38: a Java service draws on the same limit. Real Redisson
 // (internal/compat's peer) opens the limiter under the documented name
 // (getRateLimiter(name)): it reads what the service took, takes permits

@@ -63,12 +63,14 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 	}
 	bounded := true // the clock argument bounds the server's clock (clockstep.go)
 	for i := 0; i < memberRetries; i++ {
-		args[0], args[1] = c.Stamp(), newPrefix(c.format, c.tag)
+		args[0] = c.Stamp()
 		if bounded {
 			args[0] = c.acquireStamp(ctx)
 		}
 		if form == formSingle {
 			args[1] = wire.New(c.format, c.tag, uint32(ns[0]))
+		} else {
+			args[1] = newPrefix(c.format, c.tag)
 		}
 		start, sentAt := time.Now(), c.clock()
 		reply, err := eval(ctx, args...)
