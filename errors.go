@@ -100,8 +100,11 @@ func (e *LimiterError) Unwrap() error { return e.Err }
 
 // wrap names r in err, once; nil stays nil.
 func (r *Limiter) wrap(err error) error {
+	if err == nil {
+		return nil // before le: errors.As's target escapes, and would cost every call an allocation
+	}
 	var le *LimiterError
-	if err == nil || errors.As(err, &le) {
+	if errors.As(err, &le) {
 		return err
 	}
 	return &LimiterError{Limiter: r.name, Err: err}

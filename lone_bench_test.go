@@ -16,11 +16,13 @@ import (
 //	go test -run '^$' -bench LoneTryAcquire -benchmem .
 func BenchmarkLoneTryAcquire(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		opts []ratelimiter.Option
+		name     string
+		opts     []ratelimiter.Option
+		deadline bool // a 1 s deadline per call: the script call runs on a goroutine of its own
 	}{
-		{"default", nil},
-		{"unfair", []ratelimiter.Option{ratelimiter.WithFairness(false)}},
+		{"default", nil, false},
+		{"deadline", nil, true},
+		{"unfair", []ratelimiter.Option{ratelimiter.WithFairness(false)}, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -35,7 +37,13 @@ func BenchmarkLoneTryAcquire(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if ok, err := l.TryAcquire(ctx, 1); err != nil || !ok {
+				cctx, cancel := ctx, context.CancelFunc(func() {})
+				if tc.deadline {
+					cctx, cancel = context.WithTimeout(ctx, time.Second)
+				}
+				ok, err := l.TryAcquire(cctx, 1)
+				cancel()
+				if err != nil || !ok {
 					b.Fatalf("TryAcquire: %v %v", ok, err)
 				}
 			}

@@ -69,6 +69,20 @@ func loneSides(rdb *redis.Client) []loneSide {
 	}
 }
 
+// loneOnly runs the lone-caller section alone (--lone-only) and prints
+// its table under the run's caption.
+func (b *bench) loneOnly(ctx context.Context, o options, addr string) (*results, error) {
+	b.progress("%s run of the lone-caller section alone on %s", b.plan.name, addr)
+	l, err := b.loneCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &results{env: newEnvironment(serverInfo(ctx, b.rdb), "Redisson left out"), plan: b.plan}
+	fmt.Fprintf(o.out, "## Lone-caller section (%s run, --lone-only)\n\n%s. One redis-server on loopback.\n", b.plan.name, r.env.caption())
+	l.write(o.out)
+	return r, nil
+}
+
 // loneCaller runs both paths, plan.loneCalls steps each.
 func (b *bench) loneCaller(ctx context.Context) (*loneResult, error) {
 	sides := loneSides(b.rdb)

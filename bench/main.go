@@ -45,6 +45,8 @@ type options struct {
 	manyKeysOnly bool
 	// serviceOnly: run the service section alone (its tables).
 	serviceOnly bool
+	// loneOnly: run the lone-caller section alone (its table).
+	loneOnly bool
 	// envoyBin: Envoy's rate-limit service binary (make bench builds it);
 	// empty: the tools cache's, built there if missing.
 	envoyBin string
@@ -63,6 +65,7 @@ func main() {
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet section (Clients sharing one limiter) and print its tables")
 	flag.BoolVar(&o.manyKeysOnly, "many-keys-only", false, "run only the many-keys section (per-user limiters) and print its table")
+	flag.BoolVar(&o.loneOnly, "lone-only", false, "run only the lone-caller section (one caller, call by call) and print its table")
 	flag.BoolVar(&o.serviceOnly, "service-only", false, "run only the service section (ratelimiter serve beside envoyproxy/ratelimit) and print its tables")
 	flag.StringVar(&o.envoyBin, "envoy-ratelimit", "", "envoyproxy/ratelimit's service binary; default: built with go install into ~/.cache/ratelimiter/tools if missing")
 	flag.Parse()
@@ -101,6 +104,9 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	if o.serviceOnly {
 		return b.serviceOnly(ctx, o, addr)
+	}
+	if o.loneOnly {
+		return b.loneOnly(ctx, o, addr)
 	}
 
 	var skipped []string

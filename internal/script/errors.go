@@ -29,9 +29,12 @@ func Invalid(format string, args ...any) error {
 // OOM, READONLY, NOPERM, raised inside a script or not) is returned
 // unchanged, so that callers can inspect the redis.Error.
 func MapError(err error) error {
+	if err == nil {
+		return nil // before rerr, which escapes (errors.As): no allocation on success
+	}
 	err = innerScriptError(err)
 	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
+	if !errors.As(err, &rerr) {
 		return err
 	}
 	msg := rerr.Error()
@@ -73,8 +76,11 @@ func (scriptRaised) RedisError() {}
 // guarded script (redis_scripts.go) passed it on. Other errors come back
 // unchanged.
 func innerScriptError(err error) error {
+	if err == nil {
+		return nil // before rerr, which escapes (errors.As): no allocation on success
+	}
 	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) {
+	if !errors.As(err, &rerr) {
 		return err
 	}
 	msg := rerr.Error()

@@ -108,6 +108,9 @@ func (c *Conn) permitted(ctx context.Context, keys []string, op string, need []s
 // aclRefusal reports whether err is Redis refusing a command under the
 // ACL, inside a script or not.
 func aclRefusal(err error) bool {
+	if err == nil {
+		return false // before rerr, which escapes (errors.As)
+	}
 	err = innerScriptError(err)
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
