@@ -71,13 +71,14 @@ demo: deps-redis
 # compatibility suite's mixed load saturates both cores; run side by side on
 # a 2-core machine, each would stall the other. The quick suites that hold
 # neither (the other modules, the dist snapshot, test-newest and
-# test-oldest, both -short) run three at a time.
-test: deps vet lint
+# test-oldest, both -short, and install-check) run three at a time, as do
+# vet and lint before.
+test: deps
+	$(MAKE) -j2 --output-sync=target vet lint
 	$(GO) test -race -count=1 -p 1 -timeout 14m ./...
 	$(MAKE) cli-work
-	$(MAKE) -j3 --output-sync=target test-modules-a test-modules-b test-dist test-newest test-oldest
+	$(MAKE) -j3 --output-sync=target test-modules-a test-modules-b test-dist test-newest test-oldest install-check
 	$(MAKE) test-servers
-	$(MAKE) install-check
 
 # The other modules' suites, in two lanes side by side (make test runs
 # them with -j2): none of them holds a failover deadline or a share, and
