@@ -203,3 +203,23 @@ func checkKeyed(t *testing.T, k *keyedResult, p plan, md string) {
 		}
 	}
 }
+
+// TestLoneOnly runs --lone-only: the lone-caller table alone, every side
+// measured on both paths, and nothing else.
+func TestLoneOnly(t *testing.T) {
+	redistest.Need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, log bytes.Buffer
+	_, err := run(ctx, options{url: "redis://" + redisAddr, ownServer: true, quick: true, loneOnly: true, out: &out, log: &log})
+	require.NoError(t, err, "progress:\n%s", log.String())
+	md := out.String()
+	require.Contains(t, md, "## Lone-caller section (quick run, --lone-only)")
+	require.Contains(t, md, "### A lone caller, call by call")
+	for _, side := range []string{"ratelimiter (default), context.Background()", "GCRA (redis_rate v10)"} {
+		for _, path := range []string{"| granted | " + side + " |", "| refused | " + side + " |"} {
+			require.Contains(t, md, path)
+		}
+	}
+	require.NotContains(t, md, "### Latency", "only the lone-caller section")
+}
