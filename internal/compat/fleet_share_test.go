@@ -49,8 +49,14 @@ type fleetResult struct {
 	worst5s float64
 	buckets []float64 // Java's share of each 5 s bucket from its first grant, in percent
 	seconds []float64 // Java's share of each second from its first grant, in percent
-	javaAbs []int64   // Java's and Go's grant times (Unix ms), for the buckets
-	goAbs   []int64
+	// together: of each second from Java's first grant, the percent of
+	// Go's granted Acquire calls whose script call decided more than one
+	// (waiters that woke together: the Client counted the limiter Go-only);
+	// -1 for a second with no Go grant. Informative with 2 or more
+	// goroutines per Client.
+	together []float64
+	javaAbs  []int64 // Java's and Go's grant times (Unix ms), for the buckets
+	goAbs    []int64
 }
 
 func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(max(1, r.java+r.goSide)) }
@@ -83,13 +89,14 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	}
 	var mu sync.Mutex
 	var goTimes []int64
+	var batches batchLog
 	var wg sync.WaitGroup
 	jit := 0
 	if strings.HasPrefix(s.strategy, "jitter") {
 		jit, _ = strconv.Atoi(strings.TrimPrefix(s.strategy, "jitter"))
 	}
 	for k := 0; k < s.clients; k++ {
-		opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v))}
+		opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v)), batches.hook()}
 		if s.strategy == "libw" {
 			opts = append(opts, ratelimiter.WithForeignWaiters(s.javaThreads))
 		}
@@ -133,7 +140,58 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		}
 	}
 	wg.Wait()
-	return countShares(<-javaCh, goTimes, start, from, end, s)
+	r := countShares(<-javaCh, goTimes, start, from, end, s)
+	if r.javaFirst >= 0 {
+		r.together = batches.together(start.Add(r.javaFirst).UnixMilli(), end)
+	}
+	return r
+}
+
+// batchLog records when a Go Client's blocking call was granted and
+// whether its script call decided more than one request.
+type batchLog struct {
+	mu    sync.Mutex
+	at    []int64 // Unix ms
+	multi []bool
+}
+
+// hook is the Decision hook that fills l.
+func (l *batchLog) hook() ratelimiter.Option {
+	return ratelimiter.WithHooks(ratelimiter.Hooks{Decision: func(d ratelimiter.Decision) {
+		if d.Op != ratelimiter.OpAcquire || !d.Granted {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.at = append(l.at, time.Now().UnixMilli())
+		l.multi = append(l.multi, d.Batch > 1)
+	}})
+}
+
+// together returns, for each second from from (Unix ms) before end, the
+// percent of the grants in it whose call decided more than one; -1 for a
+// second without grants.
+func (l *batchLog) together(from, end int64) []float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []float64
+	for b := from; b+1000 <= end; b += 1000 {
+		n, m := 0, 0
+		for i, x := range l.at {
+			if x >= b && x < b+1000 {
+				n++
+				if l.multi[i] {
+					m++
+				}
+			}
+		}
+		if n == 0 {
+			out = append(out, -1)
+			continue
+		}
+		out = append(out, 100*float64(m)/float64(n))
+	}
+	return out
 }
 
 // javaGrantsAfter runs peer's load command (threads in acquire(n) on name
@@ -377,6 +435,7 @@ func TestFleetCheck(t *testing.T) {
 					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% of %.0f (first grants: java +%v, go +%v)",
 						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.buckets, r.javaFirst, r.goFirst)
 					t.Logf("by second from Java's first grant: %.0f", r.seconds)
+					t.Logf("Go's grants in calls of more than one, by second from Java's first grant: %.0f", r.together)
 					if s := r.share(); s < 35 || s > 65 {
 						t.Errorf("%s %s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, first, s, r.java, r.java+r.goSide)
 					}
