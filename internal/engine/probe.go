@@ -7,24 +7,25 @@ import (
 
 // Probe windows (docs/fairness.md, "The rule", step 4). On a limiter
 // whose window holds only this library's records, the waiters wake
-// together on their hint, and a Redisson waiter starved so far would never
-// get a permit for a census to see: Redisson 4.x retries at its timer's
-// first 100 ms tick after the permits free, 3.16 3 ms after, and a Go
-// waiter takes them first. So every probePeriod of the wall clock (an
-// interval, or as many as the rate needs for probeBudget permits, and at
-// least probeMinPeriod) is a probe window, the same for every Client
-// (they read the same interval and rate), and in each one, while the limiter is contended (a blocked
-// caller of this Client was refused within the last two intervals), this
-// Client's blocking calls leave a permit free: a call grants a request
-// only while one permit stays free after it, until a call of this Client
-// is refused for that alone (held). From then on its calls hold the
-// permit for probeSlot (the slot), and hold nothing more in that window.
-// The other Clients' lanes wake on the same expiries and their calls in
-// the slot are held too (each holds until its own first hold of the
-// window), so the permit sits free for longer than a 4.x tick: a Redisson
-// waiter takes it, and the next census sees its record. A Redisson
-// service that starts calling is granted within a probe period and a
-// tick of its first refusal, on a contended limiter. What takes the permit earlier: a non-blocking call, a lease
+// together on their hint, and a Redisson waiter starved so far would
+// never get a permit for a census to see: Redisson 4.x retries at its
+// timer's first 100 ms tick after the permits free, 3.16 3 ms after, and
+// a Go waiter takes them first. So every probePeriod of the wall clock
+// (an interval, or as many as the rate needs for probeBudget permits, and
+// at least probeMinPeriod) is a probe window, the same for every Client
+// (they read the same interval and rate), and in each one, while the
+// limiter is contended (a blocked caller of this Client was refused
+// within the last two intervals), this Client's blocking calls leave a
+// permit free: a call grants a request only while one permit stays free
+// after it, until a call of this Client is refused for that alone (held).
+// From then on its calls hold the permit for probeSlot (the slot), and
+// hold nothing more in that window. The other Clients' lanes wake on the
+// same expiries and their calls in the slot are held too (each holds
+// until its own first hold of the window), so the permit sits free for
+// longer than a 4.x tick: a Redisson waiter takes it, and the next census
+// sees its record. A Redisson service that starts calling is granted
+// within a probe period and a tick of its first refusal, on a contended
+// limiter. What takes the permit earlier: a non-blocking call, a lease
 // call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
 //
 // Nobody comes back for the permit when the slot ends: the callers held
@@ -44,21 +45,20 @@ import (
 // after the slot (at most probeRetake past it): about one grant per
 // window where the fleet's records expire in one clump per interval. A
 // window comes at most once per probeBudget permits of the rate, so that
-// is at most 1/probeBudget of the grants; the price is a slower join on
-// a slow limiter (10 per second: a window every 15 s).
+// is at most 1/probeBudget of the grants; the price is a slower join on a
+// slow limiter (10 per second: a window every 15 s).
 //
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
-// the first hold keeps every permit for
-// probeFullSlot, then one until probeSlot. probeFullSlot is under a 4.x
-// tick, so such a Redisson service may need several of those windows to
-// get in; the delay it adds to the callers of that slot is probeFullSlot
-// at most.
+// the first hold keeps every permit for probeFullSlot, then one until
+// probeSlot. probeFullSlot is under a 4.x tick, so such a Redisson
+// service may need several of those windows to get in; the delay it adds
+// to the callers of that slot is probeFullSlot at most.
 //
 // Calls of non-blocking callers (TryAcquire, Allow) never hold: they
-// cannot wait for the permit they leave. Nor does a blocking caller
-// whose limit or deadline comes within probeSlot. A batch with one of
-// them in it holds nothing.
+// cannot wait for the permit they leave. Nor does a blocking caller whose
+// limit or deadline comes within probeSlot. A batch with one of them in
+// it holds nothing.
 
 const (
 	probeMinPeriod = time.Second
@@ -110,10 +110,11 @@ func probeWindow(now time.Time, period time.Duration) (in, full bool) {
 }
 
 // windowHold returns how many permits this Client's calls on the limiter
-// of f, whose probe windows come every period, must leave free at now: while a slot runs (from its first hold of
-// a window), all for probeFullSlot after a hold in a full window, then one
-// until probeSlot; after the slot, none for the rest of that window; in a
-// window with no hold yet, the window's hold.
+// of f, whose probe windows come every period, must leave free at now:
+// while a slot runs (from its first hold of a window), all for
+// probeFullSlot after a hold in a full window, then one until probeSlot;
+// after the slot, none for the rest of that window; in a window with no
+// hold yet, the window's hold.
 func (f *fleet) windowHold(now time.Time, period time.Duration, in, full bool) int64 {
 	if !f.slotAt.IsZero() {
 		since := now.Sub(f.slotAt)
