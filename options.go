@@ -143,10 +143,11 @@ func WithMaxBatch(n int) Option {
 // also use wake at a random delay after their hint, as docs/fairness.md
 // describes, so that Java waiters keep their share; on a limiter only
 // this library writes, waiters wake together on their hint, and once per
-// probe window (every interval of the wall clock, at least every second)
-// their calls leave a permit free for 110 ms, which holds back the callers
-// that call then (every permit for 50 ms, in the window where each minute
-// starts).
+// probe window (every period of the wall clock that holds 150 permits of
+// the limiter's rate, in whole intervals, at least a second: 3 s at 50
+// per second) their calls leave a permit free for 110 ms, which holds
+// back the callers that call then (every permit for 50 ms, in the window
+// where each minute starts).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
