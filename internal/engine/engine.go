@@ -60,25 +60,16 @@ type Reply struct {
 	SentAt    time.Time // the Client's clock (Options.Clock) when the deciding call was sent; zero: not known
 }
 
-// interval returns the limiter's interval from r's verdicts, 0 when none
-// says.
-func (r Reply) interval() time.Duration {
+// window returns the limiter's interval and rate from the first of r's
+// verdicts that carries them (a table reply's all do), 0 and 0 when none
+// does.
+func (r Reply) window() (time.Duration, int64) {
 	for _, v := range r.Verdicts {
 		if v.Res.Interval > 0 {
-			return v.Res.Interval
+			return v.Res.Interval, v.Res.Limit
 		}
 	}
-	return 0
-}
-
-// limit returns the limiter's rate from r's verdicts, 0 when none says.
-func (r Reply) limit() int64 {
-	for _, v := range r.Verdicts {
-		if v.Res.Limit > 0 {
-			return v.Res.Limit
-		}
-	}
-	return 0
+	return 0, 0
 }
 
 // Kind is the reply form a script call is asked for.

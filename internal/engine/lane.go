@@ -302,7 +302,7 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 		}
 	}
 	if strict {
-		e.requeue(l, len(batch), refused, hints, b.RoundTrip, b)
+		e.requeue(l, len(batch), refused, hints, b)
 	}
 	if giveBack > 0 {
 		e.giveBack(batch[0].p, giveBack)

@@ -215,7 +215,7 @@ func (e *Engine) fire(l *lane) {
 // order, and sets the timer to the head's new hint. A waiter whose own
 // hint (never earlier than the head's) passes its limit or deadline is
 // answered now, so that it returns at once.
-func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Duration, rt time.Duration, b Reply) {
+func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Duration, b Reply) {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	l.flying -= sent
@@ -233,7 +233,7 @@ func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 			continue
 		}
 		if !q.fits(wake) || q.beyond(wake, now) != nil {
-			q.answer(answer{v: Verdict{Res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: rt, batch: sent}, e.time)
+			q.answer(answer{v: Verdict{Res: Result{RetryAfter: wake.Sub(now)}}, roundTrip: b.RoundTrip, batch: sent}, e.time)
 			continue
 		}
 		keep = append(keep, q)
@@ -242,7 +242,8 @@ func (e *Engine) requeue(l *lane, sent int, refused []*request, hints []time.Dur
 	l.due = len(keep) == 0 && len(l.waiting) > 0
 	if len(keep) > 0 {
 		l.wakeAt = time.Time{}
-		at, _ := e.refusedWake(l, keep[0], head, b.interval(), b.limit())
+		interval, rate := b.window()
+		at, _ := e.refusedWake(l, keep[0], head, interval, rate)
 		e.arm(l, at)
 	}
 }
