@@ -247,8 +247,9 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 		}
 		if !strings.Contains(line, " lua] ") {
 			// Not a script's command: no script is part-way through,
-			// so the set is as a script left it (a script may add a
-			// shrunk record before it removes the old one).
+			// so the set is as a script left it (acquire.lua adds its
+			// grant's record before it removes the records whose
+			// interval ended: 56 to 58 permits part-way, rate 50).
 			p.maxLive = max(p.maxLive, p.live.permits())
 		}
 		if strings.Contains(line, strconv.Quote(p.marker)) { // ECHO from Records
