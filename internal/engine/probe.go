@@ -45,7 +45,7 @@ import (
 // after the slot (at most probeRetake past it): about one grant per
 // window where the fleet's records expire in one clump per interval. A
 // window comes at most once per probeBudget permits of the rate, so that
-// is at most 1/probeBudget of the grants; the price is a slower join on a
+// is about 1/probeBudget of the grants; the price is a slower join on a
 // slow limiter (10 per second: a window every 15 s).
 //
 // A Redisson call asking more permits than one needs more free: in the
