@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // The two rate-limit services of the service section, each run as its own
@@ -92,7 +92,7 @@ func buildRatelimiter(ctx context.Context, dir string) (string, error) {
 type svcProc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *redistest.SyncBuffer // its stdout and stderr
+	out  *redisproc.SyncBuffer // its stdout and stderr
 	done chan struct{}
 	// conns: one grpc.ClientConn per caller, as each Envoy worker thread
 	// holds a connection of its own to the service.
@@ -123,7 +123,7 @@ func freePorts(n int) ([]int, error) {
 // startSvc starts bin with args and env, waits until its gRPC API at addr
 // answers, and opens callers connections to it.
 func startSvc(ctx context.Context, name, bin string, args, env []string, addr string, callers int) (*svcProc, error) {
-	p := &svcProc{name: name, out: &redistest.SyncBuffer{}, done: make(chan struct{})}
+	p := &svcProc{name: name, out: &redisproc.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // monitor reads a server's MONITOR feed.
@@ -357,7 +357,7 @@ func TestACLMatchesCommands(t *testing.T) {
 // succeeded with INFO, and Redis answered PING; else 1.
 func exporterOnce(t *testing.T, redisURL string, args ...string) result {
 	t.Helper()
-	var stderr redistest.SyncBuffer
+	var stderr redisproc.SyncBuffer
 	cmd := exec.Command(bin, append([]string{"exporter", "--url", redisURL, "--web.listen-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

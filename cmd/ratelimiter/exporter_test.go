@@ -15,8 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
-
-	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // startExporter runs the binary's exporter on a free loopback port
@@ -237,7 +236,7 @@ func TestExporterReportsRefusedReads(t *testing.T) {
 	newLimiter(t, name, ratelimiter.Config{Rate: 10, Interval: time.Hour}, 2)
 	user := "exp-" + strings.ReplaceAll(name, "_", "-")
 
-	var stderr redistest.SyncBuffer
+	var stderr redisproc.SyncBuffer
 	url := startExporterURL(t, readmeUser(t, redisAddr, user, "-zcount"), &stderr, "--match", name)
 	got := scrape(t, url)
 	require.Equal(t, 0.0, got["ratelimiter_exporter_up"], "a refused ZCOUNT fails the reading")

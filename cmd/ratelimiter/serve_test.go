@@ -34,7 +34,7 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 
-	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/internal/redisproc"
 )
 
 // serveProc is a running "ratelimiter serve".
@@ -42,7 +42,7 @@ type serveProc struct {
 	cmd      *exec.Cmd
 	grpcAddr string
 	httpURL  string // scheme://host:port
-	stderr   *redistest.SyncBuffer
+	stderr   *redisproc.SyncBuffer
 	exited   chan error
 }
 
@@ -52,7 +52,7 @@ type serveProc struct {
 func startServe(t *testing.T, redisURL string, args ...string) *serveProc {
 	t.Helper()
 	all := append([]string{"serve", "--url", redisURL, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, args...)
-	p := &serveProc{cmd: exec.Command(bin, all...), stderr: &redistest.SyncBuffer{}, exited: make(chan error, 1)}
+	p := &serveProc{cmd: exec.Command(bin, all...), stderr: &redisproc.SyncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
