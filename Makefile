@@ -62,31 +62,38 @@ export REDIS_SERVER
 export REDIS_SENTINEL ?= $(SERVER_SHIM)/redis-sentinel
 endif
 
-.PHONY: install-check demo cli-work test test-compat test-modules-a test-modules-b test-dist test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet lint deps-staticcheck bench bench-quick soak fairness-table
+.PHONY: install-check demo cli-work test test-compat test-compat-long test-compat-rest test-modules-a test-modules-b test-dist test-short test-newest test-oldest test-servers servers deps deps-redis deps-java deps-prometheus peer vet lint deps-staticcheck bench bench-quick soak fairness-table
 
 demo: deps-redis
 	cd cmd/ratelimiter && $(WORK) $(GO) run . demo
 
 # The core module's packages one at a time (-p 1), the compatibility suite
-# (test-compat) left for later: the failover tests measure deadlines, and the
+# left for later: the failover tests measure deadlines, and the
 # compatibility suite's mixed load saturates both cores, so on a 2-core
 # machine the two side by side would stall each other. The compatibility
-# suite then runs as one of three lanes beside the quick suites, which hold
-# no deadline (the other modules, the dist snapshot, test-newest and
-# test-oldest, both -short, and install-check); its shares and windows have
-# bands measured with a full suite beside them. vet and lint run side by
-# side before.
+# suite then runs in two lanes (test-compat-long, its three longest tests,
+# and test-compat-rest) beside the quick suites, which hold no deadline (the
+# other modules, the dist snapshot, test-newest and test-oldest, both
+# -short, and install-check), three lanes at a time; its shares and windows
+# have bands measured with a full suite beside them. vet and lint run side
+# by side before.
 test: deps
 	$(MAKE) -j2 --output-sync=target vet lint
 	$(GO) test -race -count=1 -p 1 -timeout 14m $$($(GO) list ./... | grep -v '/internal/compat$$')
 	$(MAKE) cli-work
-	$(MAKE) -j3 --output-sync=target test-compat test-modules-a test-modules-b test-dist test-newest test-oldest install-check
+	$(MAKE) -j3 --output-sync=target test-compat-long test-compat-rest test-modules-a test-modules-b test-dist test-newest test-oldest install-check
 	$(MAKE) test-servers
 
-# The Redisson compatibility suite under the race detector (about 6 minutes,
-# most of it shares and windows measured over wall-clock seconds).
-test-compat: peer
-	$(GO) test -race -count=1 -timeout 14m ./internal/compat
+# The Redisson compatibility suite under the race detector, in two parts
+# that make test runs side by side: the three tests that measure shares
+# and windows over a minute or more (about 3.5 minutes), and the rest
+# (about 3 minutes). test-compat runs both, one after the other.
+COMPAT_LONG := TestMixedLoad$$|TestSoak$$|TestFairShare$$
+test-compat: test-compat-long test-compat-rest
+test-compat-long: peer
+	$(GO) test -race -count=1 -timeout 14m -run '$(COMPAT_LONG)' ./internal/compat
+test-compat-rest: peer
+	$(GO) test -race -count=1 -timeout 14m -skip '$(COMPAT_LONG)' ./internal/compat
 
 # The other modules' suites, in two lanes side by side (make test runs
 # them with -j2): none of them holds a failover deadline or a share, and
