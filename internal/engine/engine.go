@@ -164,6 +164,10 @@ type Options struct {
 	// windows (probePeriod); 0: probeBudget (150). Tests of holds in
 	// every interval set 1.
 	ProbeBudget int64
+	// CensusLag is how long after the refusal that starts it a census
+	// reads the window (censusAfter); 0: censusLag (150 ms); negative: at
+	// once (tests that step the controller census by census).
+	CensusLag time.Duration
 	// Leases turns leased permits on; nil: off.
 	Leases *LeaseOptions
 	// OnLease reports every lease when it has ended; may be nil.
@@ -181,7 +185,8 @@ type Engine struct {
 	time     Clock            // the Engine's (Options.Time); never nil
 	draw     func(time.Duration) time.Duration
 	probe    ProbeClock
-	budget   int64 // Options.ProbeBudget
+	budget   int64         // Options.ProbeBudget
+	lag      time.Duration // Options.CensusLag; 0: at once
 	onLease  func(LeaseEvent)
 	refusals refusals
 	lanes    lanes
@@ -209,6 +214,12 @@ func New(o Options) *Engine {
 	}
 	if e.budget <= 0 {
 		e.budget = probeBudget
+	}
+	switch {
+	case o.CensusLag == 0:
+		e.lag = censusLag
+	case o.CensusLag > 0:
+		e.lag = o.CensusLag
 	}
 	if o.Leases != nil {
 		e.leases = newLeasing(*o.Leases, e.time)

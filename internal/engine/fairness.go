@@ -33,7 +33,9 @@ import (
 
 // A census is one ZRANGE of the newest censusRecords records; a Client
 // makes one per limiter at most every censusEvery (half an interval, at
-// least 250 ms), only after one of its blocked callers was refused.
+// least 250 ms), only after one of its blocked callers was refused, and
+// reads censusAfter (150 ms, at most a quarter interval) after that
+// refusal.
 
 const (
 	// The spread's start and bounds.
@@ -211,8 +213,7 @@ func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.
 	f.refusedAt = now
 	if now.Sub(f.censusAt) >= censusEvery(f.interval) {
 		f.censusAt = now
-		f.censusing++
-		go e.census(lim, l.key)
+		e.startCensus(lim, l.key, f)
 	}
 	at, own := wake, false
 	if f.shared(now) {
@@ -268,6 +269,50 @@ func censusEvery(interval time.Duration) time.Duration {
 	return max(interval/2, 250*time.Millisecond)
 }
 
+// startCensus starts a census of lim's window, censusAfter(f.interval)
+// from now. Call with lanes.mu held.
+func (e *Engine) startCensus(lim Limiter, key string, f *fleet) {
+	lag := e.censusAfter(f.interval)
+	if lag <= 0 {
+		f.censusing++
+		go e.census(lim, key)
+		return
+	}
+	e.time.AfterFunc(lag, func() {
+		e.lanes.mu.Lock()
+		f := e.lanes.fleets[key]
+		if f != nil {
+			f.censusing++
+		}
+		e.lanes.mu.Unlock()
+		if f != nil {
+			e.census(lim, key)
+		}
+	})
+}
+
+// censusAfter is how long after the refusal that starts it a census reads
+// the window: the Client's lag (censusLag), at most a quarter interval.
+// A census read at the refusal misses a Redisson permit taken just after
+// it. On a Go-only limiter the fleet's records expire in one clump an
+// interval, and its callers are refused once the clump is taken: a
+// Redisson thread that retries on its 100 ms tick takes a permit up to a
+// tick after that, so a census at the refusal read the window before
+// Redisson's permit, and the next one, an interval later, after that
+// permit had expired with the clump. In the fleet check a Redisson
+// service's permits went unseen for 4 s that way, one permit a second,
+// and it got 1% of a 5 s bucket (docs/fairness.md, "Joining").
+func (e *Engine) censusAfter(interval time.Duration) time.Duration {
+	if e.lag <= 0 {
+		return 0
+	}
+	return min(e.lag, interval/4)
+}
+
+// censusLag is the Client's census lag: Redisson 4.x's 100 ms retry
+// tick and 50 ms for its round trip and a loaded JVM.
+const censusLag = 150 * time.Millisecond
+
 // census reads the newest records of lim's window, notes whether other
 // writers hold some and steps the spread toward an even split. A failed
 // read changes nothing.
@@ -289,8 +334,34 @@ func (e *Engine) census(lim Limiter, key string) {
 	f.interval = iv
 	ours, others := sides(zs, f.interval)
 	now := e.time.Now()
+	was := f.shared(now)
 	a, b := e.weigh(f, now, ours, others)
 	f.step(now, a, b)
+	if !was && f.shared(now) {
+		e.joined(key, f, now)
+	}
+}
+
+// joined re-arms the lane of a limiter that a census has just found
+// shared. Its queued waiters were armed to wake together on the head's
+// hint, as on a Go-only limiter: at the next expiry they would take
+// every permit that frees before Redisson's next retry tick, and only
+// their refusals after it would wait on their own. They wake a draw
+// below the spread later, as a waiter on its own does (never past a
+// waiter's limit or deadline). Call with lanes.mu held.
+func (e *Engine) joined(key string, f *fleet, now time.Time) {
+	l := e.lanes.m[key]
+	if l == nil || l.timer == nil || len(l.waiting) == 0 || !l.wakeAt.After(now) {
+		return // nothing queued, or the timer is due (fire may be waiting on the lock)
+	}
+	at := l.wakeAt.Add(e.draw(f.spread) - hintPad)
+	for _, q := range l.waiting {
+		at = q.capped(at)
+	}
+	if at.After(l.wakeAt) {
+		l.wakeAt = at
+		l.timer.Reset(at.Sub(now))
+	}
 }
 
 // weigh returns what a census's step compares: the window's permits of
@@ -346,7 +417,8 @@ func (f *fleet) ceiling() time.Duration {
 // step notes a census that found ours and others' permits in the window
 // (with WithForeignWaiters, per waiter of each side): others' permits
 // keep the limiter shared, and while it is shared the spread moves toward
-// an even split, at most once an interval. A census reads the window's
+// an even split, at most once an interval, the first time an interval
+// after the census that found it shared. A census reads the window's
 // last interval, so a step taken half an interval after the last one
 // counts the same grants twice and overshoots: by the rule's arithmetic,
 // a Go fleet starting beside Java that had the window took the spread to
@@ -357,6 +429,14 @@ func (f *fleet) ceiling() time.Duration {
 // both, the fleet check's 5 s buckets under 30% went from 4 of 18
 // scenario runs to 4 of 120 (docs/fairness.md).
 func (f *fleet) step(now time.Time, ours, others float64) {
+	if others > 0 && !f.shared(now) {
+		// A join: this census read a window written while the Clients
+		// woke together, or before this one called at all; its share says
+		// nothing of the spread. The first step comes an interval on.
+		f.foreignUntil = now.Add(foreignHold(f.interval))
+		f.steppedAt = now
+		return
+	}
 	if others > 0 {
 		f.foreignUntil = now.Add(foreignHold(f.interval))
 	}

@@ -49,11 +49,17 @@ func TestSides(t *testing.T) {
 
 // The spread moves toward an even split: up when the others hold under
 // half of the window, down when over, not within the band, within its
-// bounds, and at most once an interval.
+// bounds, and at most once an interval. The census that finds the
+// limiter shared (a join) does not step: it read a window written before
+// the Clients woke on their own.
 func TestFleetStep(t *testing.T) {
 	now := fakeStart
 	next := func() time.Time { now = now.Add(time.Second); return now }
 	f := &fleet{interval: time.Second, spread: spreadStart}
+	f.step(next(), 49, 1)
+	if f.spread != spreadStart || !f.shared(now) {
+		t.Fatalf("the join's census: spread %v (from %v), shared %v; want shared, unchanged", f.spread, spreadStart, f.shared(now))
+	}
 	f.step(next(), 40, 10)
 	if f.spread <= spreadStart || !f.shared(now) {
 		t.Fatalf("others hold 20%%: spread %v (from %v), shared %v", f.spread, spreadStart, f.shared(now))
@@ -209,6 +215,7 @@ func TestForeignWaitersStep(t *testing.T) {
 	e.lanes.mu.Lock()
 	f := e.lanes.fleets[key]
 	f.interval = time.Second
+	f.foreignUntil = c.Now().Add(time.Hour) // shared already: the join's census does not step
 	now := c.Now()
 	f.granted.add(now, f.interval, 80) // 40 per interval
 	a, b := e.weigh(f, now, 45, 5)

@@ -209,6 +209,9 @@ func goTry(ctx context.Context, e *Engine, t Target, n int64) <-chan Outcome {
 func newFakeEngine(o Options) (*Engine, *fakeClock) {
 	c := newFakeClock()
 	o.Time = c
+	if o.CensusLag == 0 {
+		o.CensusLag = -1 // a census at the refusal, unless a test asks for a lag
+	}
 	if o.Draw == nil {
 		o.Draw = func(bound time.Duration) time.Duration { return bound / 2 }
 	}

@@ -21,9 +21,13 @@ type joinRig struct {
 	probeIn atomic.Bool
 }
 
-func newJoinRig() *joinRig {
+func newJoinRig() *joinRig { return newJoinRigLag(0) }
+
+// newJoinRigLag returns a rig whose censuses read the window lag after
+// the refusal that starts them (0: at the refusal).
+func newJoinRigLag(lag time.Duration) *joinRig {
 	r := &joinRig{}
-	r.e, r.c = newFakeEngine(Options{MaxBatch: 128, ProbeBudget: 1,
+	r.e, r.c = newFakeEngine(Options{MaxBatch: 128, ProbeBudget: 1, CensusLag: lag,
 		Probe: func(time.Time, time.Duration) (bool, bool) { return r.probeIn.Load(), false }})
 	r.w = newSimWindow(r.c, 2, time.Second)
 	r.lim = simLimiter("j", r.w)
@@ -104,9 +108,13 @@ func TestJoin(t *testing.T) {
 		t.Errorf("w2: %+v", o)
 	}
 
-	// The next refusal's census sees Redisson's record: shared.
+	// The next refusal's census sees Redisson's record: shared. w3 was
+	// queued for the next expiry's wake at 2053 ms, as on a Go-only
+	// limiter; the census moves the lane's wake on by a draw less hintPad,
+	// as an own wake's (joined).
 	w3 := goWait(bg, r.e, r.lim, 1, time.Time{})
-	waitTimers(t, r.c, 2053*ms)
+	joinWake := 2053*ms + spreadStart/2 - hintPad
+	waitTimers(t, r.c, joinWake)
 	r.censuses(t, 3)
 	f := fleetCopy(r.e, "j")
 	if !f.foreignUntil.Equal(at(2006*ms).Add(foreignHold(time.Second))) || f.spread != spreadStart {
@@ -118,11 +126,11 @@ func TestJoin(t *testing.T) {
 	// queue and wakes on its own at its hint plus spread/2 less hintPad.
 	r.c.AdvanceTo(at(2050 * ms))
 	r.foreign(t, 1)
-	r.c.AdvanceTo(at(2053 * ms))
+	r.c.AdvanceTo(at(joinWake))
 	if c := r.lastCall(); c.form != (Form{Kind: Strict}) {
 		t.Errorf("the waiters' call while shared: %v, want Strict without a hold", c.form)
 	}
-	own := 2053*ms + 956*ms + spreadStart/2 - hintPad // refused at 2053 ms with a 956 ms hint
+	own := joinWake + 944*ms + spreadStart/2 - hintPad // refused at 2065 ms with a 944 ms hint
 	waitTimers(t, r.c, own)
 	if n := r.e.Waiters("j"); n != 0 {
 		t.Errorf("%d queued waiters while shared, want 0", n)
@@ -132,7 +140,7 @@ func TestJoin(t *testing.T) {
 	calls := len(r.lim.seen())
 	ctx4, cancel4 := context.WithCancel(bg)
 	w4 := goWait(ctx4, r.e, r.lim, 1, time.Time{})
-	waitTimers(t, r.c, 2053*ms+spreadStart/2, own)
+	waitTimers(t, r.c, joinWake+spreadStart/2, own)
 	if n := len(r.lim.seen()); n != calls {
 		t.Errorf("a deferred call made %d calls", n-calls)
 	}
@@ -192,6 +200,7 @@ func TestJoin(t *testing.T) {
 // for a share of 0 when a census of a shared limiter sees none of
 // Redisson's, moves at most once an interval (a census half an interval
 // after a step changes nothing), and stays within [spreadMin, spreadMax].
+// The census that first sees Redisson's records (the join) does not step.
 func TestJoinSpreadSteps(t *testing.T) {
 	e, c := newFakeEngine(Options{MaxBatch: 128})
 	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "s"}}
@@ -219,7 +228,9 @@ func TestJoinSpreadSteps(t *testing.T) {
 		ours, others int64
 		want         func() time.Duration
 	}{
-		{time.Second, 8, 2, func() time.Duration { return step(0.2) }}, // up
+		{time.Second, 9, 1, func() time.Duration { return spread }},    // the join: no step
+		{500 * ms, 8, 2, func() time.Duration { return spread }},       // half an interval on: no step
+		{500 * ms, 8, 2, func() time.Duration { return step(0.2) }},    // an interval on: up
 		{500 * ms, 8, 2, func() time.Duration { return spread }},       // half an interval on: no step
 		{500 * ms, 8, 2, func() time.Duration { return step(0.2) }},    // an interval on: up again
 		{time.Second, 2, 8, func() time.Duration { return step(0.8) }}, // down
@@ -246,8 +257,8 @@ func TestJoinSpreadSteps(t *testing.T) {
 	if spread != spreadMax {
 		t.Errorf("Redisson starved for 50 censuses: spread %v, want the ceiling %v", spread, spreadMax)
 	}
-	if n := fleetCopy(e, "s").censuses; n != 108 {
-		t.Errorf("%d censuses counted, want 108", n)
+	if n := fleetCopy(e, "s").censuses; n != 110 {
+		t.Errorf("%d censuses counted, want 110", n)
 	}
 }
 
@@ -302,4 +313,68 @@ func TestHoldEveryWindow(t *testing.T) {
 	if o := recv(t, "w2", w2); !o.Res.Granted {
 		t.Fatalf("w2: %+v", o)
 	}
+}
+
+// A census reads the window censusLag after the refusal that starts it,
+// so that it sees a permit another writer took just after the refusal:
+// a Redisson retry on its tick, after the Go fleet's clump of expiries.
+// Read at the refusal, the census saw marked records only, and the next
+// one, an interval later, came after that permit had expired with the
+// clump: in the fleet check a Redisson service went unseen for 4 s.
+func TestCensusLagSeesAPermitTakenAfterTheRefusal(t *testing.T) {
+	r := newJoinRigLag(censusLag)
+	bg := context.Background()
+	for _, tm := range []time.Duration{0, 10 * ms} { // two records: they free at 1000 and 1010 ms
+		r.c.AdvanceTo(at(tm))
+		if o := r.e.Try(bg, r.lim, 1, false); !o.Res.Granted {
+			t.Fatalf("filling Try at %v: %+v", tm, o)
+		}
+	}
+	w1 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitFor(t, "w1 queued", func() bool { return r.e.Waiters("j") == 1 })
+	w2 := goWait(bg, r.e, r.lim, 1, time.Time{})
+	waitFor(t, "w2 queued", func() bool { return r.e.Waiters("j") == 2 })
+	r.c.AdvanceTo(at(10*ms + censusLag))
+	r.censuses(t, 1) // the first refusal's: Go only
+	if f := fleetCopy(r.e, "j"); f.shared(r.c.Now()) {
+		t.Fatalf("first census: shared until %v, want Go only", f.foreignUntil)
+	}
+
+	// At 1003 ms one permit is free: w1 is granted, w2 refused (its hint:
+	// the 1010 ms expiry), and that refusal starts the next census.
+	r.c.AdvanceTo(at(1003 * ms))
+	if o := recv(t, "w1", w1); !o.Res.Granted {
+		t.Fatalf("w1: %+v", o)
+	}
+	r.c.AdvanceTo(at(1011 * ms))
+	r.foreign(t, 1) // Redisson's tick, before w2's wake at 1013 ms
+	r.c.AdvanceTo(at(1003*ms + censusLag))
+	r.censuses(t, 2)
+	if f := fleetCopy(r.e, "j"); !f.shared(r.c.Now()) {
+		t.Errorf("census %v after the refusal: not shared; it should have seen Redisson's permit of 1011 ms", censusLag)
+	}
+	// w2, refused at 1013 ms while the limiter was Go only, is queued in
+	// the lane for the 2003 ms expiry (and the scripts' 3 ms): the census
+	// that found the limiter shared moved that wake on by a draw (half
+	// the spread here) less the 3 ms, as an own wake's.
+	if got, want := laneWake(r.e, "j"), at(2006*ms+spreadStart/2-hintPad); !got.Equal(want) {
+		t.Errorf("the lane's wake after the join: %v, want %v", since(got), since(want))
+	}
+	if got := r.e.censusAfter(100 * ms); got != 25*ms {
+		t.Errorf("census lag at a 100 ms interval: %v, want a quarter interval, 25ms", got)
+	}
+	r.c.AdvanceTo(at(2100 * ms))
+	if o := recv(t, "w2", w2); !o.Res.Granted {
+		t.Errorf("w2: %+v", o)
+	}
+}
+
+// laneWake returns when lane key's timer fires (zero: not armed).
+func laneWake(e *Engine, key string) time.Time {
+	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
+	if l := e.lanes.m[key]; l != nil {
+		return l.wakeAt
+	}
+	return time.Time{}
 }
