@@ -49,6 +49,10 @@ type fleetResult struct {
 	worst5s float64
 	buckets []float64 // Java's share of each 5 s bucket from its first grant, in percent
 	seconds []float64 // Java's share of each second from its first grant, in percent
+	// granted: the permits both sides got in each of those seconds. A
+	// second where Java got none while both got under the rate means
+	// Java did not take the permits Go left: it did not call.
+	granted []int64
 	// together: of each second from Java's first grant, the percent of
 	// Go's granted Acquire calls whose script call decided more than one
 	// (waiters that woke together: the Client counted the limiter Go-only);
@@ -234,6 +238,7 @@ func countShares(javaTimes, goTimes []int64, start time.Time, from, end int64, s
 		for b := start.Add(r.javaFirst).UnixMilli(); b+1000 <= end; b += 1000 {
 			j, g := inRange(javaTimes, b, b+1000)*s.javaN, inRange(goTimes, b, b+1000)*s.goN
 			r.seconds = append(r.seconds, 100*float64(j)/float64(max(1, j+g)))
+			r.granted = append(r.granted, j+g)
 		}
 	}
 	for _, x := range javaTimes {
@@ -435,6 +440,7 @@ func TestFleetCheck(t *testing.T) {
 					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% of %.0f (first grants: java +%v, go +%v)",
 						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.buckets, r.javaFirst, r.goFirst)
 					t.Logf("by second from Java's first grant: %.0f", r.seconds)
+					t.Logf("permits granted to both sides, by second from Java's first grant: %d (the rate: %d)", r.granted, loadRate)
 					t.Logf("Go's grants in calls of more than one, by second from Java's first grant: %.0f", r.together)
 					if s := r.share(); s < 35 || s > 65 {
 						t.Errorf("%s %s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, first, s, r.java, r.java+r.goSide)

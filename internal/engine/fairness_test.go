@@ -297,8 +297,8 @@ func TestCensusEvery(t *testing.T) {
 }
 
 // A new blocking call waits a draw before its first call only while the
-// limiter is shared and a blocked caller was refused within an interval;
-// never past its limit.
+// limiter is shared and a blocked caller was refused within two
+// intervals (deferFor); never past its limit.
 func TestDeferred(t *testing.T) {
 	e, c := newFakeEngine(Options{MaxBatch: 128})
 	lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
@@ -321,11 +321,15 @@ func TestDeferred(t *testing.T) {
 	e.lanes.mu.Lock()
 	e.lanes.fleets["k"].foreignUntil = c.Now().Add(time.Minute)
 	e.lanes.mu.Unlock()
-	c.Advance(time.Second) // the refusal an interval ago, no more
-	if d, ok := deferred(q); !ok || d != time.Second+spreadStart/2 {
-		t.Errorf("shared, refused an interval ago: deferred %v to %v; want to %v", ok, d, time.Second+spreadStart/2)
+	c.Advance(time.Second + 20*ms) // a clump an interval and a little after the refusal
+	if d, ok := deferred(q); !ok || d != 1020*ms+spreadStart/2 {
+		t.Errorf("shared, refused an interval and 20ms ago: deferred %v to %v; want to %v", ok, d, 1020*ms+spreadStart/2)
 	}
-	if d, ok := deferred(newWaiter(bg, lim, 1, at(time.Second+ms))); !ok || d != time.Second+ms {
+	c.Advance(980 * ms) // the refusal two intervals ago, no more
+	if d, ok := deferred(q); !ok || d != 2*time.Second+spreadStart/2 {
+		t.Errorf("shared, refused two intervals ago: deferred %v to %v; want to %v", ok, d, 2*time.Second+spreadStart/2)
+	}
+	if d, ok := deferred(newWaiter(bg, lim, 1, at(2*time.Second+ms))); !ok || d != 2*time.Second+ms {
 		t.Errorf("a limit 1ms away: deferred %v to %v; want to the limit", ok, d)
 	}
 	if _, ok := deferred(newWaiter(bg, lim, 1, c.Now())); ok {
@@ -333,7 +337,7 @@ func TestDeferred(t *testing.T) {
 	}
 	c.Advance(1)
 	if _, ok := deferred(q); ok {
-		t.Error("deferred with the last refusal over an interval ago")
+		t.Error("deferred with the last refusal over two intervals ago")
 	}
 	e.unfair = true
 	e.MarkRefused("k", c.Now(), time.Second)
