@@ -256,8 +256,8 @@ func (e *Engine) deferred(l *lane, q *request) (time.Time, bool) {
 // one interval, the callers granted at a clump were no longer deferred
 // there: four Go callers took a clump of 50 at once, one call after
 // another, before Redisson's next tick, and Redisson got none of it,
-// clump after clump (the fleet check: 0% for Java in 3-4 s after its
-// first permit, while the spread climbed to its ceiling; then 100%).
+// clump after clump, while the spread climbed to its ceiling
+// (docs/fairness.md, "The independent fleet check").
 const deferFor = 2
 
 // capped returns at, or q's limit or context deadline if earlier.
@@ -311,9 +311,8 @@ func (e *Engine) startCensus(lim Limiter, key string, f *fleet) {
 // Redisson thread that retries on its 100 ms tick takes a permit up to a
 // tick after that, so a census at the refusal read the window before
 // Redisson's permit, and the next one, an interval later, after that
-// permit had expired with the clump. In the fleet check a Redisson
-// service's permits went unseen for 4 s that way, one permit a second,
-// and it got 1% of a 5 s bucket (docs/fairness.md, "Joining").
+// permit had expired with the clump, so a Redisson service could go
+// unseen for seconds (docs/fairness.md, "Joining", has the trace).
 func (e *Engine) censusAfter(interval time.Duration) time.Duration {
 	if e.lag <= 0 {
 		return 0
