@@ -50,8 +50,10 @@ type fleetResult struct {
 	buckets []float64 // Java's share of each 5 s bucket from its first grant, in percent
 	seconds []float64 // Java's share of each second from its first grant, in percent
 	// granted: the permits both sides got in each of those seconds. A
-	// second where Java got none while both got under the rate means
-	// Java did not take the permits Go left: it did not call.
+	// second where Java got none while both got the rate is one where Go
+	// took every permit. The records expire in clumps a little over an
+	// interval apart, so a clump that falls across a second's edge shows
+	// as a second of few permits beside one of more.
 	granted []int64
 	// together: of each second from Java's first grant, the percent of
 	// Go's granted Acquire calls whose script call decided more than one
