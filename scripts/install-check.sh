@@ -105,5 +105,11 @@ if [ "$got" != "$want" ]; then
 fi
 "$tmp/bin/ratelimiter" --version
 REDIS_URL="redis://127.0.0.1:$port/0" "$tmp/bin/ratelimiter" available install-check
-"$tmp/bin/ratelimiter" exporter -h | grep -q -- '--web.config.file' || { echo "install-check: the installed CLI's exporter has no --web.config.file"; exit 1; }
+# The help is read whole before it is searched: with pipefail, grep -q
+# leaving at the first line's match would end the CLI with SIGPIPE.
+help=$("$tmp/bin/ratelimiter" exporter -h 2>&1)
+case $help in
+  *--web.config.file*) ;;
+  *) echo "install-check: the installed CLI's exporter has no --web.config.file"; exit 1 ;;
+esac
 echo "install-check: core, otel, grpclimit and the CLI $version installed from the local proxy, built and ran"
