@@ -45,14 +45,18 @@ type pipe struct {
 	mu      sync.Mutex
 	flights int
 	queue   []*pipedCall
+	many    manyStates // whether the server has each many script (many.go)
 }
 
 // pipedCall is a call waiting for a flight.
 type pipedCall struct {
-	ctx  context.Context
-	cmd  *redis.Cmd
-	sent bool          // taken into a pipeline (guarded by pipe.mu)
-	done chan struct{} // closed when cmd has its reply or error
+	ctx    context.Context
+	cmd    *redis.Cmd
+	script *redis.Script // the script cmd runs, with its keys and args
+	keys   []string
+	args   []any
+	sent   bool          // taken into a pipeline (guarded by pipe.mu)
+	done   chan struct{} // closed when cmd has its reply or error
 }
 
 // evalSha runs EVALSHA of s on keys through the pipe and returns its
@@ -72,7 +76,7 @@ func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args
 		_ = c.rdb.Process(ctx, cmd)
 		return cmd
 	}
-	c.pipe.do(c.rdb, ctx, cmd)
+	c.pipe.do(c.rdb, &pipedCall{ctx: ctx, cmd: cmd, script: s, keys: keys, args: args})
 	return cmd
 }
 
@@ -82,7 +86,8 @@ func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args
 // whose context ends before it is sent fails with the context's error,
 // unsent; one sent waits for its reply, as go-redis's own calls do (the
 // engine bounds its callers' waits).
-func (p *pipe) do(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd) {
+func (p *pipe) do(rdb redis.UniversalClient, q *pipedCall) {
+	ctx, cmd := q.ctx, q.cmd
 	p.mu.Lock()
 	if p.flights < pipeFlights {
 		p.flights++
@@ -90,7 +95,7 @@ func (p *pipe) do(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd
 		p.send(rdb, ctx, cmd)
 		return
 	}
-	q := &pipedCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	q.done = make(chan struct{})
 	p.queue = append(p.queue, q)
 	p.mu.Unlock()
 	stale := time.NewTimer(pipeStale)
@@ -176,15 +181,23 @@ func (p *pipe) next() []*pipedCall {
 }
 
 // fly sends batch in one pipeline, answers its calls, and goes on with
-// the calls that waited meanwhile.
+// the calls that waited meanwhile. The calls of one acquire script go as
+// one script call (many.go).
 func (p *pipe) fly(rdb redis.UniversalClient, batch []*pipedCall) {
 	for batch != nil {
 		ctx, cancel := pipeContext(batch)
+		many, rest := p.batches(batch)
 		pl := rdb.Pipeline()
-		for _, q := range batch {
+		for _, b := range many {
+			_ = pl.Process(ctx, b.cmd)
+		}
+		for _, q := range rest {
 			_ = pl.Process(q.ctx, q.cmd)
 		}
 		_, err := pl.Exec(ctx)
+		for _, b := range many {
+			p.answer(rdb, b, err)
+		}
 		cancel()
 		for _, q := range batch {
 			settle(rdb, q, err)

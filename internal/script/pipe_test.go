@@ -24,6 +24,7 @@ type pipeHook struct {
 	mu        sync.Mutex
 	singles   map[string]int
 	pipelines []int
+	names     [][]string // each counted pipeline's commands: evalsha, or eval (many.go)
 	stuck     map[string]bool
 	release   chan struct{}
 }
@@ -42,10 +43,10 @@ func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		h.mu.Lock()
 		h.singles[key]++
-		stuck := h.stuck[key]
+		stuck, release := h.stuck[key], h.release
 		h.mu.Unlock()
 		if stuck {
-			<-h.release
+			<-release
 		}
 		return next(ctx, cmd)
 	}
@@ -53,9 +54,14 @@ func (h *pipeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *pipeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) > 0 && cmds[0].Name() == "evalsha" { // not a new connection's handshake
+		if len(cmds) > 0 && (cmds[0].Name() == "evalsha" || cmds[0].Name() == "eval") { // not a new connection's handshake
+			var names []string
+			for _, c := range cmds {
+				names = append(names, c.Name())
+			}
 			h.mu.Lock()
 			h.pipelines = append(h.pipelines, len(cmds))
+			h.names = append(h.names, names)
 			h.mu.Unlock()
 		}
 		return next(ctx, cmds)

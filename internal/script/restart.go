@@ -241,7 +241,11 @@ func (c *Conn) runGranting(ctx context.Context, s *redis.Script, keys []string, 
 	if err := c.afterNoScript(ctx, keys[0], limiters); err != nil {
 		return nil, err
 	}
-	return s.Eval(ctx, c.rdb, keys, args...).Result()
+	v, err = s.Eval(ctx, c.rdb, keys, args...).Result()
+	if err == nil {
+		c.pipe.reloaded(s) // the restart checks are done: batches may go again
+	}
+	return v, err
 }
 
 // afterNoScript looks at the server of key after a NOSCRIPT and fills

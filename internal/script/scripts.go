@@ -42,6 +42,8 @@ var (
 	luaLeaseEnd string
 	//go:embed lua/fill.lua
 	luaFill string
+	//go:embed lua/many.lua
+	luaMany string
 )
 
 var (
@@ -63,6 +65,13 @@ var (
 	scriptLeaseEnd = redis.NewScript(guarded(luaLib + luaLeaseReturn + luaLeaseEnd))
 	// After a restart, failover or clock jump (restart.go).
 	scriptFill = redis.NewScript(guarded(luaLib + luaFill))
+	// manyOf: for each acquire script, the script that decides several
+	// of its calls at once (lua/many.lua, many.go).
+	manyOf = map[*redis.Script]*manyScript{
+		scriptAcquire:          many(0, luaAcquire),
+		scriptAcquireEvicts[0]: many(1, evictsSrc(luaAcquire, "allkeys")),
+		scriptAcquireEvicts[1]: many(2, evictsSrc(luaAcquire, "volatile")),
+	}
 )
 
 // guarded wraps a script that raises its errors with error({err = ...})
@@ -80,13 +89,16 @@ func guarded(src string) string {
 		"return redis.error_reply(tostring(r))\n"
 }
 
-// evicts returns src with its EVICTS constant set to kind.
-func evicts(src, kind string) *redis.Script {
+// evicts returns the script src with its EVICTS constant set to kind.
+func evicts(src, kind string) *redis.Script { return redis.NewScript(evictsSrc(src, kind)) }
+
+// evictsSrc returns src with its EVICTS constant set to kind.
+func evictsSrc(src, kind string) string {
 	out := strings.Replace(src, "local EVICTS = false", "local EVICTS = '"+kind+"'", 1)
 	if out == src {
 		panic("ratelimiter: a script lacks its EVICTS line") // caught by every test
 	}
-	return redis.NewScript(out)
+	return out
 }
 
 // The scripts the root runs through Conn.Eval (reply: one integer).

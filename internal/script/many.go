@@ -1,0 +1,162 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Under load the pipe (pipe.go) sends the acquire calls that waited for
+// a flight in one pipeline. Those of one acquire script go further: they
+// are decided in one script call (lua/many.lua), which saves Redis the
+// parsing, the script set-up and the reply of every call but one. Each
+// call still runs acquire.lua's code on its own keys, and gets the reply
+// it would have got alone.
+
+// manyScript is an acquire script's copy that decides several calls.
+type manyScript struct {
+	s   *redis.Script
+	src string
+	i   int // its slot in pipe.many
+}
+
+// many returns the script deciding several calls of the script src.
+func many(i int, src string) *manyScript {
+	src = "local function decide(KEYS, ARGV)\n" + src + "\nend\n" + luaMany
+	return &manyScript{s: redis.NewScript(src), src: src, i: i}
+}
+
+// The states of a many script on the Conn's server (pipe.many).
+const (
+	manyUnsent  int32 = iota // not known to the server: the next batch goes with EVAL
+	manyLoaded               // sent: batches go with EVALSHA
+	manyLost                 // the server answered NOSCRIPT: plain pipelines until a call's own EVAL
+	manyRefused              // EVAL of it failed: plain pipelines from now on
+)
+
+// manyBatch is the calls of one many script in a pipeline.
+type manyBatch struct {
+	m     *manyScript
+	calls []*pipedCall
+	cmd   *redis.Cmd
+}
+
+// batches takes from batch the calls that one script call can decide
+// (at least two of one acquire script, whose many script the server has
+// or is sent now) and returns them as manyBatches, with the rest.
+func (p *pipe) batches(batch []*pipedCall) (out []*manyBatch, rest []*pipedCall) {
+	by := map[*manyScript][]*pipedCall{}
+	for _, q := range batch {
+		m := manyOf[q.script]
+		if m == nil || p.many[m.i].Load() >= manyLost {
+			rest = append(rest, q)
+			continue
+		}
+		by[m] = append(by[m], q)
+	}
+	for m, calls := range by {
+		if len(calls) < 2 {
+			rest = append(rest, calls...) // one call: its own EVALSHA is cheaper
+			continue
+		}
+		out = append(out, &manyBatch{m: m, calls: calls, cmd: p.manyCmd(m, calls)})
+	}
+	return out, rest
+}
+
+// manyCmd returns the script call deciding calls: EVALSHA, or EVAL
+// while the server may not have the script.
+func (p *pipe) manyCmd(m *manyScript, calls []*pipedCall) *redis.Cmd {
+	nk, na := 0, 1
+	for _, q := range calls {
+		nk, na = nk+len(q.keys), na+2+len(q.args)
+	}
+	a := make([]any, 3, 3+nk+na)
+	a[0], a[1], a[2] = "evalsha", m.s.Hash(), nk
+	if p.many[m.i].Load() == manyUnsent {
+		a[0], a[1] = "eval", m.src
+	}
+	for _, q := range calls {
+		for _, k := range q.keys {
+			a = append(a, k)
+		}
+	}
+	a = append(a, len(calls))
+	for _, q := range calls {
+		a = append(a, len(q.keys), len(q.args))
+		a = append(a, q.args...)
+	}
+	return redis.NewCmd(context.Background(), a...)
+}
+
+// answer gives each call of b its reply from b's script call. On an
+// error of the whole call each gets that error (pipe.go's settle then
+// sends each again on its own when go-redis would retry it); NOSCRIPT
+// (the server lost its scripts) reaches the callers, whose own EVAL tells
+// the Conn of the restart (restart.go), and batches wait for it
+// (reloaded). When the server refused the EVAL of the script itself, the
+// calls go again on their own; refused by the ACL, later batches are
+// plain pipelines.
+func (p *pipe) answer(rdb redis.UniversalClient, b *manyBatch, pipeErr error) {
+	err := b.cmd.Err()
+	if err == nil && b.cmd.Val() == nil {
+		err = pipeErr
+	}
+	if err != nil {
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			p.many[b.m.i].Store(manyLost)
+		} else if b.cmd.Args()[0] == "eval" && !retryable(err) && isRedisError(err) {
+			// Whatever the server refused in the EVAL, each call gets
+			// its own answer; without EVAL (an ACL) batches stop.
+			if redis.HasErrorPrefix(err, "NOPERM") {
+				p.many[b.m.i].Store(manyRefused)
+			}
+			for _, q := range b.calls {
+				_ = rdb.Process(q.ctx, q.cmd)
+			}
+			return
+		}
+		for _, q := range b.calls {
+			q.cmd.SetErr(err)
+		}
+		return
+	}
+	p.many[b.m.i].CompareAndSwap(manyUnsent, manyLoaded)
+	vals, ok := b.cmd.Val().([]any)
+	if !ok || len(vals) != len(b.calls) {
+		err := fmt.Errorf("ratelimiter: a script call deciding %d calls replied %T of %d", len(b.calls), b.cmd.Val(), len(vals))
+		for _, q := range b.calls {
+			q.cmd.SetErr(err)
+		}
+		return
+	}
+	for i, q := range b.calls {
+		if e, isErr := vals[i].(error); isErr {
+			q.cmd.SetErr(e)
+		} else {
+			q.cmd.SetVal(vals[i])
+		}
+	}
+}
+
+// reloaded is called when a call of s ran with EVAL after NOSCRIPT (its
+// restart checks done, restart.go): s's many script goes with the next
+// batch again.
+func (p *pipe) reloaded(s *redis.Script) {
+	if m := manyOf[s]; m != nil {
+		p.many[m.i].CompareAndSwap(manyLost, manyUnsent)
+	}
+}
+
+// isRedisError reports whether err is a reply of the server (not a
+// connection error or a timeout).
+func isRedisError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// manyStates holds the state of each many script on one server.
+type manyStates [3]atomic.Int32

@@ -1,0 +1,228 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goredisson/ratelimiter/internal/engine"
+	"github.com/goredisson/ratelimiter/wire"
+)
+
+// holdFlights sends pipeFlights calls that h keeps from coming back, so
+// that the calls after them queue; release lets them land.
+func holdFlights(t *testing.T, c *Conn, h *pipeHook, ctx context.Context) (release func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	h.mu.Lock()
+	h.stuck, h.release = map[string]bool{}, make(chan struct{})
+	rel := h.release
+	h.mu.Unlock()
+	for i := range pipeFlights {
+		key := fmt.Sprintf("out%d", i)
+		h.mu.Lock()
+		h.stuck[key] = true
+		h.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.evalSha(ctx, echo, []string{key}, []any{i}).Err(); err != nil {
+				t.Errorf("%s: %v", key, err)
+			}
+		}()
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.pipe.mu.Lock()
+		out := c.pipe.flights
+		c.pipe.mu.Unlock()
+		if out == pipeFlights {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d flights out", out, pipeFlights)
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(rel)
+			wg.Wait()
+		})
+	}
+}
+
+// manyCase is one queued acquire call and what it must get back.
+type manyCase struct {
+	name    string
+	permits int64
+	left    int64 // permits left after a grant
+	err     error // or this error
+}
+
+// Acquire calls of different limiters that queued for a flight are
+// decided in one script call: the first with EVAL (the server does not
+// have it yet), the next with EVALSHA. Each call gets what it would have
+// got alone: grants with their permits left, and the errors of a limiter
+// never initialised and of a request over the rate, beside the others.
+func TestManyDecidesQueuedCallsInOneScriptCall(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	rdb := c.rdb
+	var cases []manyCase
+	for i := range 12 {
+		name := fmt.Sprintf("many%d", i)
+		if err := rdb.HSet(ctx, name, "rate", 10+i, "interval", 60000, "type", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, manyCase{name: name, permits: int64(1 + i%3), left: int64(10 + i - 1 - i%3)})
+	}
+	cases = append(cases,
+		manyCase{name: "never-set", permits: 1, err: ErrNotInitialized},
+		manyCase{name: "many0", permits: 11, err: ErrPermitsExceedRate})
+
+	for round, want := range []string{"eval", "evalsha"} {
+		release := holdFlights(t, c, h, ctx)
+		var wg sync.WaitGroup
+		got := make([]engine.Reply, len(cases))
+		for i, k := range cases {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = c.Acquire(ctx, KeysOf(wire.KeysFor(k.name, "client")), engine.Form{Kind: engine.Single}, []int64{k.permits})
+			}()
+		}
+		waitQueued(t, c, len(cases))
+		h.mu.Lock()
+		h.names = nil
+		h.mu.Unlock()
+		release()
+		wg.Wait()
+		h.mu.Lock()
+		names := h.names
+		h.mu.Unlock()
+		if len(names) != 1 || !slices.Equal(names[0], []string{want}) {
+			t.Fatalf("round %d: pipelines %v, want one of a single %s", round, names, want)
+		}
+		for i, k := range cases {
+			r := got[i]
+			err := r.Err
+			if err == nil && len(r.Verdicts) == 1 {
+				err = r.Verdicts[0].Err
+			}
+			if k.err != nil {
+				if !errors.Is(err, k.err) {
+					t.Errorf("round %d, %s: %v, want %v", round, k.name, err, k.err)
+				}
+				continue
+			}
+			if err != nil || len(r.Verdicts) != 1 || !r.Verdicts[0].Res.Granted || r.Verdicts[0].Res.Remaining != k.left-int64(round)*k.permits {
+				t.Errorf("round %d, %s: %+v, %v; want granted with %d left", round, k.name, r.Verdicts, err, k.left-int64(round)*k.permits)
+			}
+		}
+	}
+}
+
+// queueAcquires sends one single-permit acquire call for each of names
+// while the flights are held, so that they queue and fly together, and
+// returns each reply and the pipelines h saw.
+func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, names []string) ([]engine.Reply, [][]string) {
+	t.Helper()
+	release := holdFlights(t, c, h, ctx)
+	defer release()
+	var wg sync.WaitGroup
+	got := make([]engine.Reply, len(names))
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = c.Acquire(ctx, KeysOf(wire.KeysFor(name, "client")), engine.Form{Kind: engine.Single}, []int64{1})
+		}()
+	}
+	waitQueued(t, c, len(names))
+	h.mu.Lock()
+	h.names = nil
+	h.mu.Unlock()
+	release()
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return got, h.names
+}
+
+// granted fails t unless r granted one permit with left permits left.
+func granted(t *testing.T, what string, r engine.Reply, left int64) {
+	t.Helper()
+	if r.Err != nil || len(r.Verdicts) != 1 || r.Verdicts[0].Err != nil || !r.Verdicts[0].Res.Granted || r.Verdicts[0].Res.Remaining != left {
+		t.Errorf("%s: %+v, %v; want granted with %d left", what, r.Verdicts, r.Err, left)
+	}
+}
+
+// After SCRIPT FLUSH (what a restart or a promoted replica looks like)
+// the batch's EVALSHA answers NOSCRIPT: nothing of it ran, each call
+// goes its own way (the restart checks, then its own EVAL) and is
+// granted once, and the batch after that goes with EVAL again.
+func TestManyAfterScriptFlush(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	names := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
+	for _, name := range names {
+		if err := c.rdb.HSet(ctx, name, "rate", 10, "interval", 60000, "type", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round, want := range []string{"eval", "evalsha", "evalsha", "eval"} {
+		if round == 2 {
+			if err := c.rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := echo.Load(ctx, c.rdb).Err(); err != nil { // the held flights' script
+				t.Fatal(err)
+			}
+		}
+		got, pipelines := queueAcquires(t, c, h, ctx, names)
+		if len(pipelines) != 1 || !slices.Equal(pipelines[0], []string{want}) {
+			t.Fatalf("round %d: pipelines %v, want one of a single %s", round, pipelines, want)
+		}
+		for i, name := range names {
+			granted(t, fmt.Sprintf("round %d, %s", round, name), got[i], int64(10-1-round))
+		}
+	}
+}
+
+// A command error raised inside one call (here WRONGTYPE: its value key
+// is not a string) ends that call alone, with that error; the calls
+// before and after it in the batch are granted.
+func TestManyRaisedErrorEndsOneCall(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	names := []string{"r0", "r1", "bad", "r3", "r4"}
+	for _, name := range names {
+		if err := c.rdb.HSet(ctx, name, "rate", 10, "interval", 60000, "type", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.rdb.HSet(ctx, wire.KeysFor("bad", "client").All()[1], "x", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, pipelines := queueAcquires(t, c, h, ctx, names)
+	if len(pipelines) != 1 || len(pipelines[0]) != 1 {
+		t.Fatalf("pipelines %v, want one script call", pipelines)
+	}
+	for i, name := range names {
+		if name != "bad" {
+			granted(t, name, got[i], 9)
+			continue
+		}
+		if err := got[i].Err; err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("bad: %+v, %v; want a WRONGTYPE error", got[i].Verdicts, err)
+		}
+	}
+	if n, err := c.rdb.ZCard(ctx, wire.KeysFor("bad", "client").All()[3]).Result(); err != nil || n != 0 {
+		t.Errorf("bad's permits: %d records, %v; want none written", n, err)
+	}
+}
