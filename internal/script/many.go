@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -23,9 +24,17 @@ type manyScript struct {
 	i   int // its slot in pipe.many
 }
 
+// acquireClock is acquire.lua's reading of the server's clock, which a
+// many script replaces with serverNow (lua/many_clock.lua).
+const acquireClock = "local t = redis.call('TIME')\n  stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)"
+
 // many returns the script deciding several calls of the script src.
 func many(i int, src string) *manyScript {
-	src = "local function decide(KEYS, ARGV)\n" + src + "\nend\n" + luaMany
+	body := strings.Replace(src, acquireClock, "stamp = serverNow()", 1)
+	if body == src {
+		panic("ratelimiter: the acquire script lacks its clock reading") // caught by every test
+	}
+	src = luaManyClock + "local function decide(KEYS, ARGV)\n" + body + "\nend\n" + luaMany
 	return &manyScript{s: redis.NewScript(src), src: src, i: i}
 }
 

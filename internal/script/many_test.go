@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -224,5 +225,62 @@ func TestManyRaisedErrorEndsOneCall(t *testing.T) {
 	}
 	if n, err := c.rdb.ZCard(ctx, wire.KeysFor("bad", "client").All()[3]).Result(); err != nil || n != 0 {
 		t.Errorf("bad's permits: %d records, %v; want none written", n, err)
+	}
+}
+
+// commandCalls returns INFO commandstats' calls of cmd.
+func commandCalls(t *testing.T, ctx context.Context, c *Conn, cmd string) int64 {
+	t.Helper()
+	info, err := c.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// A many script reads the server's clock once for every four calls
+// (lua/many_clock.lua), and each call is decided on its own keys: ten
+// calls, three TIME commands, ten grants each with its own permits left.
+// One limiter is PER_CLIENT, its call declares five keys among calls of
+// three: the calls after it must see three (acquire.lua reads #KEYS).
+func TestManyReadsTheClockOncePerFourCalls(t *testing.T) {
+	c, ctx := pipeConn(t, newPipeHook())
+	const calls, perClient = 10, 4
+	var keys []string
+	args := []any{calls}
+	for i := range calls {
+		name := fmt.Sprintf("clock%d", i)
+		mode := 0
+		if i == perClient {
+			mode = 1
+		}
+		if err := c.rdb.HSet(ctx, name, "rate", 10, "interval", 60000, "type", mode).Err(); err != nil {
+			t.Fatal(err)
+		}
+		k := KeysOf(wire.KeysFor(name, "client")).Overall
+		if i == perClient {
+			k = KeysOf(wire.KeysFor(name, "client")).All
+		}
+		keys = append(keys, k...)
+		args = append(args, len(k), 4, "", string(wire.New(c.format, c.tag, uint32(i%3+1))), formSingle, i%3+1)
+	}
+	before := commandCalls(t, ctx, c, "time")
+	v, err := manyOf[scriptAcquire].s.Eval(ctx, c.rdb, keys, args...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, ctx, c, "time") - before; n != (calls+3)/4 {
+		t.Errorf("%d TIME commands for %d calls, want %d", n, calls, (calls+3)/4)
+	}
+	for i := range calls {
+		if len(v) != calls || v[i] != int64(10-(i%3+1)) {
+			t.Fatalf("replies %v, want each call's permits left", v)
+		}
 	}
 }

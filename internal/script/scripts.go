@@ -44,6 +44,8 @@ var (
 	luaFill string
 	//go:embed lua/many.lua
 	luaMany string
+	//go:embed lua/many_clock.lua
+	luaManyClock string
 )
 
 var (

@@ -123,6 +123,8 @@ if #stamp == 14 then
 end
 local clientClock = stamp ~= ''
 if stamp == '' then
+  -- (many.go gives a script deciding several calls serverNow instead of
+  -- these two lines: lua/many_clock.lua.)
   local t = redis.call('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
