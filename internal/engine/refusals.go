@@ -40,6 +40,13 @@ type refusal struct {
 type refusals struct {
 	mu sync.Mutex
 	m  map[string]refusal
+	// When m is full, note looks for ended refusals to drop only from
+	// sweepAt on (sweep): with more limiters refused at once than
+	// maxRefusals (per-user limiters near their rate), a look at every
+	// refusal cost the whole map.
+	sweepAt time.Time
+	ends    []time.Time // sweep's buffer
+	sweeps  int         // looks over the whole map (tests)
 }
 
 // lookup returns the local refusal of n permits of the limiter key at
@@ -83,15 +90,8 @@ func (rs *refusals) note(key string, n int64, res Result, sent, now time.Time) {
 	if rs.m == nil {
 		rs.m = make(map[string]refusal)
 	}
-	if len(rs.m) >= maxRefusals {
-		for k, r := range rs.m {
-			if !now.Before(r.until) {
-				delete(rs.m, k)
-			}
-		}
-		if len(rs.m) >= maxRefusals {
-			return
-		}
+	if len(rs.m) >= maxRefusals && !rs.sweep(now) {
+		return
 	}
 	// The hint carries Redisson's 3 ms on top of when the records expire
 	// (hintPad): a local refusal ends when they do, counted from when the
@@ -116,10 +116,40 @@ func (rs *refusals) note(key string, n int64, res Result, sent, now time.Time) {
 	rs.m[key] = refusal{until: until, n: n, res: res, at: now}
 }
 
+// sweep drops the ended refusals of a full map, and reports whether
+// that made room. Its next look comes when enough of those it keeps
+// have ended to free an eighth of the map (sweepFree): with refusals
+// ending one by one, a look per end would cost the whole map each time.
+func (rs *refusals) sweep(now time.Time) bool {
+	if now.Before(rs.sweepAt) {
+		return false
+	}
+	rs.sweeps++
+	ends := rs.ends[:0]
+	for k, r := range rs.m {
+		if !now.Before(r.until) {
+			delete(rs.m, k)
+		} else {
+			ends = append(ends, r.until)
+		}
+	}
+	rs.ends = ends
+	rs.sweepAt = time.Time{}
+	if over := len(ends) - (maxRefusals - sweepFree); over > 0 {
+		slices.SortFunc(ends, time.Time.Compare)
+		rs.sweepAt = ends[over-1]
+	}
+	return len(rs.m) < maxRefusals
+}
+
+// sweepFree is the room a sweep waits for.
+const sweepFree = maxRefusals / 8
+
 // forget ends every local refusal: this Client changed what a limiter
 // holds or allows.
 func (rs *refusals) forget() {
 	rs.mu.Lock()
 	clear(rs.m)
+	rs.sweepAt = time.Time{}
 	rs.mu.Unlock()
 }

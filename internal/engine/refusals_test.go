@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -149,5 +150,43 @@ func TestLocalRefusalAtMostAnInterval(t *testing.T) {
 	rs.note("k", 1, Result{RetryAfter: 61 * time.Second}, sent, sent)
 	if _, ok := rs.lookup("k", 1, false, sent.Add(time.Minute)); !ok {
 		t.Error("no interval known: the hint stands")
+	}
+}
+
+// With more limiters refused at once than maxRefusals, a refusal that
+// finds the map full is not kept, and the map is looked over once until
+// an eighth of it has ended (not once per refusal, nor once per end);
+// then the ended ones make room.
+func TestLocalRefusalsFullMapLooksOnce(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var rs refusals
+	for i := range maxRefusals {
+		// Refusals ending 100 ms from now, one a µs later than the one
+		// before it.
+		rs.note(fmt.Sprint("k", i), 1, Result{RetryAfter: 100*time.Millisecond + time.Duration(i)*time.Microsecond + hintPad}, now, now)
+	}
+	eighth := now.Add(100*time.Millisecond + (sweepFree-1)*time.Microsecond) // when k0..k511 have ended
+	for i := range 1000 {
+		at := now.Add(time.Duration(i) * (eighth.Sub(now) / 1000)) // up to just before
+		rs.note(fmt.Sprint("more", i), 1, Result{RetryAfter: time.Second}, at, at)
+	}
+	if rs.sweeps != 1 || len(rs.m) != maxRefusals {
+		t.Fatalf("1000 refusals into a full map: %d looks, %d kept; want 1 look and none kept", rs.sweeps, len(rs.m)-maxRefusals)
+	}
+	if _, ok := rs.lookup("more0", 1, false, now); ok {
+		t.Error("a refusal that found the map full was kept")
+	}
+	rs.note("late", 1, Result{RetryAfter: time.Second}, eighth, eighth)
+	if rs.sweeps != 2 {
+		t.Errorf("%d looks once an eighth had ended, want 2", rs.sweeps)
+	}
+	if _, ok := rs.lookup("late", 1, false, eighth); !ok {
+		t.Error("ended refusals did not make room")
+	}
+	if _, ok := rs.lookup("k1", 1, false, now); ok {
+		t.Error("an ended refusal is still kept")
+	}
+	if n := len(rs.m); n != maxRefusals-sweepFree+1 {
+		t.Errorf("%d kept, want %d", n, maxRefusals-sweepFree+1)
 	}
 }
