@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/goredisson/ratelimiter/internal/engine"
 	"github.com/goredisson/ratelimiter/wire"
@@ -37,17 +36,7 @@ func holdFlights(t *testing.T, c *Conn, h *pipeHook, ctx context.Context) (relea
 			}
 		}()
 	}
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.pipe.mu.Lock()
-		out := c.pipe.flights
-		c.pipe.mu.Unlock()
-		if out == pipeFlights {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d flights out", out, pipeFlights)
-		}
-	}
+	waitFlights(t, c)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -86,28 +75,14 @@ func TestManyDecidesQueuedCallsInOneScriptCall(t *testing.T) {
 		manyCase{name: "never-set", permits: 1, err: ErrNotInitialized},
 		manyCase{name: "many0", permits: 11, err: ErrPermitsExceedRate})
 
+	names, permits := make([]string, len(cases)), make([]int64, len(cases))
+	for i, k := range cases {
+		names[i], permits[i] = k.name, k.permits
+	}
 	for round, want := range []string{"eval", "evalsha"} {
-		release := holdFlights(t, c, h, ctx)
-		var wg sync.WaitGroup
-		got := make([]engine.Reply, len(cases))
-		for i, k := range cases {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got[i] = c.Acquire(ctx, KeysOf(wire.KeysFor(k.name, "client")), engine.Form{Kind: engine.Single}, []int64{k.permits})
-			}()
-		}
-		waitQueued(t, c, len(cases))
-		h.mu.Lock()
-		h.names = nil
-		h.mu.Unlock()
-		release()
-		wg.Wait()
-		h.mu.Lock()
-		names := h.names
-		h.mu.Unlock()
-		if len(names) != 1 || !slices.Equal(names[0], []string{want}) {
-			t.Fatalf("round %d: pipelines %v, want one of a single %s", round, names, want)
+		got, pipelines := queueAcquires(t, c, h, ctx, names, permits)
+		if len(pipelines) != 1 || !slices.Equal(pipelines[0], []string{want}) {
+			t.Fatalf("round %d: pipelines %v, want one of a single %s", round, pipelines, want)
 		}
 		for i, k := range cases {
 			r := got[i]
@@ -128,10 +103,11 @@ func TestManyDecidesQueuedCallsInOneScriptCall(t *testing.T) {
 	}
 }
 
-// queueAcquires sends one single-permit acquire call for each of names
-// while the flights are held, so that they queue and fly together, and
-// returns each reply and the pipelines h saw.
-func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, names []string) ([]engine.Reply, [][]string) {
+// queueAcquires sends one single-request acquire call for each of names
+// (of permits[i] permits, or 1 when permits is nil) while the flights are
+// held, so that they queue and fly together, and returns each reply and
+// the pipelines h saw.
+func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, names []string, permits []int64) ([]engine.Reply, [][]string) {
 	t.Helper()
 	release := holdFlights(t, c, h, ctx)
 	defer release()
@@ -141,7 +117,11 @@ func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, name
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = c.Acquire(ctx, KeysOf(wire.KeysFor(name, "client")), engine.Form{Kind: engine.Single}, []int64{1})
+			n := int64(1)
+			if permits != nil {
+				n = permits[i]
+			}
+			got[i] = c.Acquire(ctx, KeysOf(wire.KeysFor(name, "client")), engine.Form{Kind: engine.Single}, []int64{n})
 		}()
 	}
 	waitQueued(t, c, len(names))
@@ -153,6 +133,17 @@ func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, name
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return got, h.names
+}
+
+// setLimiters configures each of names as an OVERALL limiter of rate a
+// minute, as Redisson writes it.
+func setLimiters(t *testing.T, ctx context.Context, c *Conn, rate int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := c.rdb.HSet(ctx, name, "rate", rate, "interval", 60000, "type", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // granted fails t unless r granted one permit with left permits left.
@@ -171,11 +162,7 @@ func TestManyAfterScriptFlush(t *testing.T) {
 	h := newPipeHook()
 	c, ctx := pipeConn(t, h)
 	names := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
-	for _, name := range names {
-		if err := c.rdb.HSet(ctx, name, "rate", 10, "interval", 60000, "type", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLimiters(t, ctx, c, 10, names...)
 	for round, want := range []string{"eval", "evalsha", "evalsha", "eval"} {
 		if round == 2 {
 			if err := c.rdb.ScriptFlush(ctx).Err(); err != nil {
@@ -185,7 +172,7 @@ func TestManyAfterScriptFlush(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, pipelines := queueAcquires(t, c, h, ctx, names)
+		got, pipelines := queueAcquires(t, c, h, ctx, names, nil)
 		if len(pipelines) != 1 || !slices.Equal(pipelines[0], []string{want}) {
 			t.Fatalf("round %d: pipelines %v, want one of a single %s", round, pipelines, want)
 		}
@@ -202,15 +189,11 @@ func TestManyRaisedErrorEndsOneCall(t *testing.T) {
 	h := newPipeHook()
 	c, ctx := pipeConn(t, h)
 	names := []string{"r0", "r1", "bad", "r3", "r4"}
-	for _, name := range names {
-		if err := c.rdb.HSet(ctx, name, "rate", 10, "interval", 60000, "type", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLimiters(t, ctx, c, 10, names...)
 	if err := c.rdb.HSet(ctx, wire.KeysFor("bad", "client").All()[1], "x", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, pipelines := queueAcquires(t, c, h, ctx, names)
+	got, pipelines := queueAcquires(t, c, h, ctx, names, nil)
 	if len(pipelines) != 1 || len(pipelines[0]) != 1 {
 		t.Fatalf("pipelines %v, want one script call", pipelines)
 	}

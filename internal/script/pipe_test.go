@@ -101,6 +101,22 @@ func pipeConn(t *testing.T, h *pipeHook) (*Conn, context.Context) {
 	return New(rdb, Options{}), ctx
 }
 
+// waitFlights waits until every flight is out.
+func waitFlights(t *testing.T, c *Conn) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.pipe.mu.Lock()
+		out := c.pipe.flights
+		c.pipe.mu.Unlock()
+		if out == pipeFlights {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d flights out", out, pipeFlights)
+		}
+	}
+}
+
 // waitQueued waits until n calls wait for a flight.
 func waitQueued(t *testing.T, c *Conn, n int) {
 	t.Helper()
@@ -191,17 +207,7 @@ func TestPipeStaleAndCanceled(t *testing.T) {
 		}()
 	}
 	defer func() { close(h.release); wg.Wait() }()
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.pipe.mu.Lock()
-		out := c.pipe.flights
-		c.pipe.mu.Unlock()
-		if out == pipeFlights {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%d of %d flights out", out, pipeFlights)
-		}
-	}
+	waitFlights(t, c)
 
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan error, 1)
