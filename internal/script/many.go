@@ -17,8 +17,8 @@ import (
 // got alone. What Redis saves is not the script call itself (measured
 // with callgrind, a script call per call cost about what the loop over
 // the calls does) but the tables per call it no longer makes and the
-// clock it reads once per four calls (lua/many_clock.lua): about 12% of
-// its instructions per decision (docs/combining.md).
+// clock it reads once per four calls (lua/many_clock.lua): 16% of its
+// instructions per decision (TestManyInstructions, docs/combining.md).
 
 // manyScript is an acquire script's copy that decides several calls.
 type manyScript struct {

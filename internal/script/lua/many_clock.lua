@@ -1,7 +1,7 @@
 -- The server's clock for a many script (many.lua): acquire.lua's reading
 -- (TIME, then the stamp in whole ms), taken anew for every NOWCALLS
 -- calls. TIME and the stamp cost Redis about a tenth of a decision
--- (docs/performance.md); a call's stamp is then at most NOWCALLS - 1
+-- (docs/combining.md, "Many limiters"); a call's stamp is then at most NOWCALLS - 1
 -- calls' work older than the call, on top of the up to 1 ms that whole-ms
 -- stamps already drop (docs/combining.md, "Many limiters").
 local NOWCALLS = 4
