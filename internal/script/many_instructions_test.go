@@ -22,6 +22,9 @@ import (
 //
 // Run: go test ./internal/script -run TestManyInstructions -v
 func TestManyInstructions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("callgrind: not in the quick suite")
+	}
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
