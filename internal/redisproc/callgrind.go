@@ -40,9 +40,9 @@ func StartCallgrind(ctx context.Context, args ...string) (*Callgrind, error) {
 	// The server's timer work (serverCron, hz times a second) runs inside
 	// a count as often as the count lasts, not per call: on a loaded
 	// machine the calls take longer and a side counted then is charged
-	// more of it (CI once read our script 0.4% above Redisson's where
-	// alone it reads 1.1% below). Once a second keeps that out of the
-	// comparison.
+	// more of it, enough to turn the order of two scripts within a few
+	// percent of each other (docs/performance.md, "Speed"). Once a second
+	// keeps that out of the comparison.
 	args = append([]string{"--hz", "1", "--dynamic-hz", "no"}, args...)
 	srv, err := StartWrapped(ctx, []string{"valgrind", "--tool=callgrind", "--instr-atstart=no",
 		"--callgrind-out-file=" + filepath.Join(dir, "cg.out")}, args...)
