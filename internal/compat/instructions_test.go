@@ -1,13 +1,9 @@
 package compat
 
 import (
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 )
 
@@ -28,16 +24,7 @@ func TestScriptInstructions(t *testing.T) {
 	needJava(t)
 	needServer(t)
 	ctx := ctxT(t, 10*time.Minute)
-	cg, err := redisproc.StartCallgrind(ctx)
-	if errors.Is(err, redisproc.ErrNoCallgrind) && !redistest.Required() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cg.Close() })
-	c := redis.NewClient(&redis.Options{Addr: cg.Addr(), ReadTimeout: time.Minute})
-	t.Cleanup(func() { _ = c.Close() })
+	cg, c := redistest.Callgrind(t, ctx)
 	peer, err := StartPeer(ctx, PeerOptions{Version: "4.7.0", Addr: cg.Addr()})
 	if err != nil {
 		t.Fatal(err)

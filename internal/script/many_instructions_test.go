@@ -2,14 +2,12 @@ package script
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/goredisson/ratelimiter/internal/redisproc"
 	"github.com/goredisson/ratelimiter/internal/redistest"
 	"github.com/goredisson/ratelimiter/wire"
 )
@@ -28,16 +26,7 @@ func TestManyInstructions(t *testing.T) {
 	redistest.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cg, err := redisproc.StartCallgrind(ctx)
-	if errors.Is(err, redisproc.ErrNoCallgrind) && !redistest.Required() {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cg.Close() })
-	rdb := redis.NewClient(&redis.Options{Addr: cg.Addr(), ReadTimeout: time.Minute})
-	t.Cleanup(func() { _ = rdb.Close() })
+	cg, rdb := redistest.Callgrind(t, ctx)
 	c := New(rdb, Options{})
 	const calls, rounds = 64, 10
 	m := manyOf[scriptAcquire]
