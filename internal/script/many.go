@@ -56,27 +56,47 @@ type manyBatch struct {
 	cmd   *redis.Cmd
 }
 
-// batches takes from batch the calls that one script call can decide
-// (at least two of one acquire script, whose many script the server has
-// or is sent now) and returns them as manyBatches, with the rest.
-func (p *pipe) batches(batch []*pipedCall) (out []*manyBatch, rest []*pipedCall) {
-	by := map[*manyScript][]*pipedCall{}
+// command is one command of a pipeline: a call alone (one set), or the
+// calls that one script call decides (many set).
+type command struct {
+	one  *pipedCall
+	many *manyBatch
+}
+
+// commands returns batch's calls as the pipeline's commands, in the order
+// the calls queued: each run of two or more consecutive calls of one
+// acquire script, whose many script the server has or is sent now, as
+// one script call; every other call alone. Keeping the order keeps the
+// calls deciding in the order they came, as one by one in a pipeline
+// (a composite that queued before single-limiter calls is decided before
+// them).
+func (p *pipe) commands(batch []*pipedCall) []command {
+	var out []command
+	var run []*pipedCall
+	var runOf *manyScript
+	flush := func() {
+		if len(run) == 1 {
+			out = append(out, command{one: run[0]}) // one call: its own EVALSHA is cheaper
+		} else if len(run) > 1 {
+			out = append(out, command{many: &manyBatch{m: runOf, calls: run, cmd: p.manyCmd(runOf, run)}})
+		}
+		run, runOf = nil, nil
+	}
 	for _, q := range batch {
 		m := manyOf[q.script]
 		if m == nil || p.many[m.i].Load() >= manyLost {
-			rest = append(rest, q)
+			flush()
+			out = append(out, command{one: q})
 			continue
 		}
-		by[m] = append(by[m], q)
-	}
-	for m, calls := range by {
-		if len(calls) < 2 {
-			rest = append(rest, calls...) // one call: its own EVALSHA is cheaper
-			continue
+		if m != runOf {
+			flush()
+			runOf = m
 		}
-		out = append(out, &manyBatch{m: m, calls: calls, cmd: p.manyCmd(m, calls)})
+		run = append(run, q)
 	}
-	return out, rest
+	flush()
+	return out
 }
 
 // manyCmd returns the script call deciding calls: EVALSHA, or EVAL

@@ -267,3 +267,42 @@ func TestManyReadsTheClockOncePerFourCalls(t *testing.T) {
 		}
 	}
 }
+
+// The calls of a pipeline keep the order they queued in: only a run of
+// consecutive acquire calls goes as one script call, so a call of another
+// script between them (a composite's) is decided after the acquire calls
+// before it and before those after it.
+func TestManyKeepsTheOrder(t *testing.T) {
+	h := newPipeHook()
+	c, ctx := pipeConn(t, h)
+	setLimiters(t, ctx, c, 10, "o0", "o1", "o2", "o3")
+	release := holdFlights(t, c, h, ctx)
+	defer release()
+	var wg sync.WaitGroup
+	acquire := func(name string) {
+		defer wg.Done()
+		r := c.Acquire(ctx, KeysOf(wire.KeysFor(name, "client")), engine.Form{Kind: engine.Single}, []int64{1})
+		granted(t, name, r, 9)
+	}
+	other := func() {
+		defer wg.Done()
+		if err := c.evalSha(ctx, echo, []string{"other"}, []any{0}).Err(); err != nil {
+			t.Error(err)
+		}
+	}
+	for i, call := range []func(){func() { acquire("o0") }, other, func() { acquire("o1") }, func() { acquire("o2") }, func() { acquire("o3") }} {
+		wg.Add(1)
+		go call()
+		waitQueued(t, c, i+1) // one at a time, so that the queue's order is known
+	}
+	h.mu.Lock()
+	h.names = nil
+	h.mu.Unlock()
+	release()
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if want := []string{"evalsha", "evalsha", "eval"}; len(h.names) != 1 || !slices.Equal(h.names[0], want) {
+		t.Errorf("pipelines %v, want one of %v (o0 alone, the other call, o1-o3 in one script call)", h.names, want)
+	}
+}

@@ -181,22 +181,25 @@ func (p *pipe) next() []*pipedCall {
 }
 
 // fly sends batch in one pipeline, answers its calls, and goes on with
-// the calls that waited meanwhile. The calls of one acquire script go as
-// one script call (many.go).
+// the calls that waited meanwhile. Consecutive calls of one acquire
+// script go as one script call (many.go).
 func (p *pipe) fly(rdb redis.UniversalClient, batch []*pipedCall) {
 	for batch != nil {
 		ctx, cancel := pipeContext(batch)
-		many, rest := p.batches(batch)
+		fs := p.commands(batch)
 		pl := rdb.Pipeline()
-		for _, b := range many {
-			_ = pl.Process(ctx, b.cmd)
-		}
-		for _, q := range rest {
-			_ = pl.Process(q.ctx, q.cmd)
+		for _, f := range fs {
+			if f.many != nil {
+				_ = pl.Process(ctx, f.many.cmd)
+			} else {
+				_ = pl.Process(f.one.ctx, f.one.cmd)
+			}
 		}
 		_, err := pl.Exec(ctx)
-		for _, b := range many {
-			p.answer(rdb, b, err)
+		for _, f := range fs {
+			if f.many != nil {
+				p.answer(rdb, f.many, err)
+			}
 		}
 		cancel()
 		for _, q := range batch {
