@@ -125,6 +125,12 @@ func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, name
 		}()
 	}
 	waitQueued(t, c, len(names))
+	return got, land(h, release, &wg)
+}
+
+// land lets the held flights land, waits for the queued calls of wg and
+// returns the pipelines h saw from then on.
+func land(h *pipeHook, release func(), wg *sync.WaitGroup) [][]string {
 	h.mu.Lock()
 	h.names = nil
 	h.mu.Unlock()
@@ -132,7 +138,7 @@ func queueAcquires(t *testing.T, c *Conn, h *pipeHook, ctx context.Context, name
 	wg.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return got, h.names
+	return h.names
 }
 
 // setLimiters configures each of names as an OVERALL limiter of rate a
@@ -295,14 +301,8 @@ func TestManyKeepsTheOrder(t *testing.T) {
 		go call()
 		waitQueued(t, c, i+1) // one at a time, so that the queue's order is known
 	}
-	h.mu.Lock()
-	h.names = nil
-	h.mu.Unlock()
-	release()
-	wg.Wait()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if want := []string{"evalsha", "evalsha", "eval"}; len(h.names) != 1 || !slices.Equal(h.names[0], want) {
-		t.Errorf("pipelines %v, want one of %v (o0 alone, the other call, o1-o3 in one script call)", h.names, want)
+	pipelines := land(h, release, &wg)
+	if want := []string{"evalsha", "evalsha", "eval"}; len(pipelines) != 1 || !slices.Equal(pipelines[0], want) {
+		t.Errorf("pipelines %v, want one of %v (o0 alone, the other call, o1-o3 in one script call)", pipelines, want)
 	}
 }
