@@ -18,26 +18,39 @@ type Keys struct {
 }
 
 // KeysFor returns the keys of the limiter whose config key is name, for
-// the client whose id is clientID.
+// the client whose id is clientID. A name that already carries a '{'
+// keeps its own hash tag; any other is wrapped so that all keys share
+// one, as Redisson names them.
 func KeysFor(name, clientID string) Keys {
-	value := suffix(name, "value")
-	permits := suffix(name, "permits")
+	open, shut := "{", "}"
+	if strings.Contains(name, "{") {
+		open, shut = "", ""
+	}
+	// The four derived keys are substrings of one string (each client key
+	// extends its mode's key): a server that opens a limiter by name for
+	// every decision (one per user) makes one allocation for them, not four.
+	base := len(open) + len(name) + len(shut)
+	var b strings.Builder
+	b.Grow(2*base + len(":value:") + len(":permits:") + 2*len(clientID))
+	for _, mode := range []string{":value", ":permits"} {
+		b.WriteString(open)
+		b.WriteString(name)
+		b.WriteString(shut)
+		b.WriteString(mode)
+		b.WriteString(":")
+		b.WriteString(clientID)
+	}
+	s := b.String()
+	value := base + len(":value")
+	client := value + 1 + len(clientID)
+	permits := client + base + len(":permits")
 	return Keys{
 		Config:        name,
-		Value:         value,
-		ClientValue:   suffix(value, clientID),
-		Permits:       permits,
-		ClientPermits: suffix(permits, clientID),
+		Value:         s[:value],
+		ClientValue:   s[:client],
+		Permits:       s[client:permits],
+		ClientPermits: s[client:],
 	}
-}
-
-// suffix appends s the way Redisson does: a name that already carries a
-// '{' keeps its own hash tag, any other is wrapped so all keys share one.
-func suffix(name, s string) string {
-	if strings.Contains(name, "{") {
-		return name + ":" + s
-	}
-	return "{" + name + "}:" + s
 }
 
 // All returns the five keys, Config first.
