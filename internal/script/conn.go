@@ -79,11 +79,16 @@ type Keys struct {
 	PerClient []string
 }
 
-// KeysOf returns k as the scripts take them.
+// KeysOf returns k as the scripts take them. The three lists share one
+// array (one allocation: per-user limiters open a Limiter per decision),
+// each capped at its length so that an append never writes into another.
 func KeysOf(k wire.Keys) Keys {
-	all := k.All()
-	return Keys{All: all, Overall: []string{all[0], all[1], all[3]},
-		PerClient: []string{all[0], all[0], all[2], all[0], all[4]}}
+	a := []string{
+		k.Config, k.Value, k.ClientValue, k.Permits, k.ClientPermits, // All
+		k.Config, k.Value, k.Permits, // Overall
+		k.Config, k.Config, k.ClientValue, k.Config, k.ClientPermits, // PerClient
+	}
+	return Keys{All: a[0:5:5], Overall: a[5:8:8], PerClient: a[8:13:13]}
 }
 
 // probeKeys returns the keys lua/probe.lua declares for a call that
