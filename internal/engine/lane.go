@@ -316,6 +316,9 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 // grants, when it ends, is given back: its callers have been answered with
 // their context's error.
 func (e *Engine) call(ctx, leave context.Context, p Target, form Form, ns []int64) Reply {
+	if ctx.Done() == nil && (leave == nil || leave.Done() == nil) {
+		return p.Decide(ctx, form, ns) // nothing to leave for (runOrLeave's closure is an allocation)
+	}
 	b, late, err := runOrLeave(ctx, leave, func() Reply { return p.Decide(ctx, form, ns) })
 	if late == nil {
 		return b
@@ -372,6 +375,11 @@ func (e *Engine) giveBack(p Target, n int64) {
 	_ = e.Release(ctx, p, n)
 }
 
+// noCancel is SharedContext's cancel for a context it did not make (a
+// package func: a literal in a generic function captures its dictionary,
+// an allocation per call).
+func noCancel() {}
+
 // batchContext is the context of a batch's script call (SharedContext).
 func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 	return SharedContext(batch, func(q *request) context.Context { return q.ctx })
@@ -383,12 +391,15 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // ending at the latest deadline among them, or never if one of them has
 // none.
 func SharedContext[T any](items []T, ctx func(T) context.Context) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(ctx(items[0]))
+	base := ctx(items[0])
+	if base.Done() != nil {
+		base = context.WithoutCancel(base) // (one that can never end is its own)
+	}
 	var latest time.Time
 	for _, q := range items {
 		dl, ok := ctx(q).Deadline()
 		if !ok {
-			return base, func() {}
+			return base, noCancel
 		}
 		if dl.After(latest) {
 			latest = dl
