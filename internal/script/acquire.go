@@ -35,6 +35,20 @@ func render(f engine.Form) string {
 	return form
 }
 
+// formArg returns form as an argument: the plain forms are constants,
+// which become interface values without an allocation.
+func formArg(form string) any {
+	switch form {
+	case formSingle:
+		return formSingle
+	case formTable:
+		return formTable
+	case formStrict:
+		return formStrict
+	}
+	return form
+}
+
 // memberRetries bounds the retries after a permit record collided with an
 // existing one. Collisions need equal random parts: with 128 random bits
 // they do not happen, with the old 32-bit formats they are rare.
@@ -57,7 +71,7 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 	eval func(context.Context, ...any) (any, error), parse func(any, string, []int64) ([]engine.Verdict, error)) engine.Reply {
 	form := render(f)
 	args := make([]any, 0, 3+len(ns))
-	args = append(args, 0, nil, form)
+	args = append(args, 0, nil, formArg(form))
 	for _, n := range ns {
 		args = append(args, n)
 	}

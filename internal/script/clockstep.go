@@ -113,14 +113,15 @@ func (c *Conn) acquireStamp(ctx context.Context) any {
 		return ""
 	}
 	slack := clockStepMin + r.rtt + 2*time.Duration(c.watch.slow.Load())
-	most := strconv.FormatInt(r.server.Add(time.Since(r.local)+slack).UnixMilli(), 10)
+	var buf [14]byte
+	most := strconv.AppendInt(buf[:0], r.server.Add(time.Since(r.local)+slack).UnixMilli(), 10)
 	if len(most) != 13 {
 		return "" // before 2001 or after 2286: the scripts compare 13 digits
 	}
 	// The ms and a '.': the scripts tell it from a client's clock by its
 	// length alone, and compare it with their own reading as a string
 	// (lua/acquire.lua).
-	return most + "."
+	return string(append(most, '.'))
 }
 
 // readClock reads the server's clock and keeps the reading when its

@@ -112,9 +112,9 @@ func (p *pipe) manyCmd(m *manyScript, calls []*pipedCall) *redis.Cmd {
 		a[0], a[1] = "eval", m.src
 	}
 	for _, q := range calls {
-		for _, k := range q.keys {
-			a = append(a, k)
-		}
+		// Each call's keys as its own EVALSHA holds them (evalSha),
+		// already made interface values.
+		a = append(a, q.cmd.Args()[3:3+len(q.keys)]...)
 	}
 	a = append(a, len(calls))
 	for _, q := range calls {

@@ -76,7 +76,7 @@ func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args
 		_ = c.rdb.Process(ctx, cmd)
 		return cmd
 	}
-	c.pipe.do(c.rdb, &pipedCall{ctx: ctx, cmd: cmd, script: s, keys: keys, args: args})
+	c.pipe.do(c.rdb, ctx, cmd, s, keys, args)
 	return cmd
 }
 
@@ -86,8 +86,7 @@ func (c *Conn) evalSha(ctx context.Context, s *redis.Script, keys []string, args
 // whose context ends before it is sent fails with the context's error,
 // unsent; one sent waits for its reply, as go-redis's own calls do (the
 // engine bounds its callers' waits).
-func (p *pipe) do(rdb redis.UniversalClient, q *pipedCall) {
-	ctx, cmd := q.ctx, q.cmd
+func (p *pipe) do(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd, s *redis.Script, keys []string, args []any) {
 	p.mu.Lock()
 	if p.flights < pipeFlights {
 		p.flights++
@@ -95,11 +94,19 @@ func (p *pipe) do(rdb redis.UniversalClient, q *pipedCall) {
 		p.send(rdb, ctx, cmd)
 		return
 	}
-	q.done = make(chan struct{})
+	// Only a call that waits is a pipedCall (made here, not above: a
+	// lone caller's call allocates none).
+	p.wait(rdb, &pipedCall{ctx: ctx, cmd: cmd, script: s, keys: keys, args: args, done: make(chan struct{})})
+}
+
+// wait queues q, with p.mu held, and waits until it is sent and answered,
+// its context ends unsent, or it waited pipeStale and goes on its own.
+func (p *pipe) wait(rdb redis.UniversalClient, q *pipedCall) {
+	ctx, cmd := q.ctx, q.cmd
 	p.queue = append(p.queue, q)
 	p.mu.Unlock()
-	stale := time.NewTimer(pipeStale)
-	defer stale.Stop()
+	stale := staleTimer()
+	defer putStaleTimer(stale)
 	var err error
 	select {
 	case <-q.done:
@@ -126,6 +133,34 @@ func (p *pipe) do(rdb redis.UniversalClient, q *pipedCall) {
 func (p *pipe) send(rdb redis.UniversalClient, ctx context.Context, cmd *redis.Cmd) {
 	_ = rdb.Process(ctx, cmd)
 	p.land(rdb)
+}
+
+// staleTimers keeps the timers of calls that waited for a flight: under
+// load most calls wait, and a timer each was three allocations a call.
+var staleTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(pipeStale)
+	t.Stop()
+	return t
+}}
+
+// staleTimer returns a timer that fires pipeStale from now.
+func staleTimer() *time.Timer {
+	t := staleTimers.Get().(*time.Timer)
+	t.Reset(pipeStale)
+	return t
+}
+
+// putStaleTimer stops t, drains a tick it may hold (a program whose
+// go.mod predates Go 1.23 keeps the buffered timer channels), and keeps
+// it for the next call.
+func putStaleTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	staleTimers.Put(t)
 }
 
 // unqueue takes q out of the queue and reports whether it was still
