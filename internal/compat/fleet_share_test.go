@@ -277,8 +277,10 @@ func first(times []int64, start time.Time) time.Duration {
 
 // TestFleetShares measures Java's share of a 50/s limiter beside a Go
 // fleet of any shape, for the fairness work (docs/fairness.md).
-// It runs only with FLEET_EXPLORE set; it prints shares and asserts
-// nothing. Example:
+// It runs only with FLEET_EXPLORE set; it prints shares (whole, by 5 s
+// bucket and by second from Java's first grant) and asserts nothing;
+// FLEET_COLD set starts a JVM for each run, as TestFleetCheck does,
+// instead of one kept for the test. Example:
 //
 //	FLEET_EXPLORE=1 FLEET_STRATS=lib,jitter50 FLEET_VERSIONS=4.7.0,3.16.3 \
 //	FLEET_SHAPES=1x4:4,4x1:4,2x2:4,8x1:8 FLEET_DUR=15s \
@@ -300,8 +302,11 @@ func TestFleetShares(t *testing.T) {
 				t.Run(v+"/"+sh+"/"+st, func(t *testing.T) {
 					spec := parseShape(t, sh)
 					spec.dur, spec.strategy = dur, st
+					spec.coldJVM = os.Getenv("FLEET_COLD") != ""
 					r := runFleet(t, v, spec)
 					t.Logf("FLEET %s %s %s java %d go %d share %.0f%%", v, sh, st, r.java, r.goSide, r.share())
+					t.Logf("5 s buckets from Java's first grant (+%v): %.0f", r.javaFirst, r.buckets)
+					t.Logf("by second from Java's first grant: %.0f", r.seconds)
 				})
 			}
 		}
