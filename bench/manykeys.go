@@ -245,7 +245,9 @@ func processCPU() time.Duration {
 // each contender's ratio to redis_rate (the last) from the same rounds.
 func (r *keyedResult) write(w io.Writer, callers int) {
 	fmt.Fprintf(w, "\n### Many keys: %d callers on limiters picked at random\n\n", callers)
-	fmt.Fprint(w, "Medians over the rounds, contenders alternated in each; ratios are to redis_rate's median of the same cell.\n\n")
+	fmt.Fprint(w, "Medians over the rounds, contenders alternated in each; ratios are to redis_rate's median of the same cell. "+
+		"Every decision passes the run's context, which can end (an interrupt), as a server's request context can: "+
+		"this library then makes each script call on a second goroutine (combining.md).\n\n")
 	fmt.Fprint(w, "| regime | limiters | contender | decisions/s | x redis_rate | Redis CPU µs/decision | x redis_rate | client CPU µs/decision | grants/decision | script calls/decision | decisions/s, each round |\n")
 	fmt.Fprint(w, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	ref := len(r.names) - 1
