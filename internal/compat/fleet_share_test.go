@@ -63,6 +63,9 @@ type fleetResult struct {
 	together []float64
 	javaAbs  []int64 // Java's and Go's grant times (Unix ms), for the buckets
 	goAbs    []int64
+	// tick is the JVM's timer tick (peer "timerTick"), -1 when unknown:
+	// the step of Redisson 3.25.1 and later's retries.
+	tick time.Duration
 }
 
 func (r fleetResult) share() float64 { return 100 * float64(r.java) / float64(max(1, r.java+r.goSide)) }
@@ -75,6 +78,7 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	}
 	name := limName(t, "fleet")
 	ctx := ctxT(t, s.dur+time.Minute)
+	tick := timerTick(t, ctx, peer)
 	setup := newGoClient(t, v).Limiter(name)
 	if _, err := setup.TrySetRate(ctx, ratelimiter.Config{Rate: loadRate, Interval: loadInterval}); err != nil {
 		t.Fatal(err)
@@ -91,7 +95,9 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		second := startPeer(t, v, "")
 		defer second.Close()
 		other := javaGrantsAfter(t, ctx, second, name, s.clients*s.perClient, s.goAfter, deadline.Sub(start.Add(s.goAfter)), s.goN)
-		return countShares(<-javaCh, <-other, start, from, end, s)
+		r := countShares(<-javaCh, <-other, start, from, end, s)
+		r.tick = tick
+		return r
 	}
 	var mu sync.Mutex
 	var goTimes []int64
@@ -147,10 +153,21 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	}
 	wg.Wait()
 	r := countShares(<-javaCh, goTimes, start, from, end, s)
+	r.tick = tick
 	if r.javaFirst >= 0 {
 		r.together = batches.together(start.Add(r.javaFirst).UnixMilli(), end)
 	}
 	return r
+}
+
+// timerTick returns peer's timer tick, -1 when it cannot say.
+func timerTick(t *testing.T, ctx context.Context, peer *Peer) time.Duration {
+	ms, err := peer.Int(ctx, "timerTick")
+	if err != nil || ms < 0 {
+		t.Logf("the peer's timer tick is unknown: %v", err)
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // batchLog records when a Go Client's blocking call was granted and
@@ -304,7 +321,7 @@ func TestFleetShares(t *testing.T) {
 					spec.dur, spec.strategy = dur, st
 					spec.coldJVM = os.Getenv("FLEET_COLD") != ""
 					r := runFleet(t, v, spec)
-					t.Logf("FLEET %s %s %s java %d go %d share %.0f%%", v, sh, st, r.java, r.goSide, r.share())
+					t.Logf("FLEET %s %s %s java %d go %d share %.0f%% (JVM timer tick %v)", v, sh, st, r.java, r.goSide, r.share(), r.tick)
 					t.Logf("5 s buckets from Java's first grant (+%v): %.0f", r.javaFirst, r.buckets)
 					t.Logf("by second from Java's first grant: %.0f", r.seconds)
 				})
@@ -465,8 +482,8 @@ func TestFleetCheck(t *testing.T) {
 						spec.goAfter = order
 					}
 					r := runFleet(t, v, spec)
-					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% of %.0f (first grants: java +%v, go +%v)",
-						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.buckets, r.javaFirst, r.goFirst)
+					t.Logf("FLEET CHECK %s %s %s java %d go %d share %.0f%% join %v worst 5s %.0f%% of %.0f (first grants: java +%v, go +%v; JVM timer tick %v)",
+						v, sh, first, r.java, r.goSide, r.share(), r.join, r.worst5s, r.buckets, r.javaFirst, r.goFirst, r.tick)
 					t.Logf("by second from Java's first grant: %.0f", r.seconds)
 					t.Logf("permits granted to both sides, by second from Java's first grant: %d (the rate: %d)", r.granted, loadRate)
 					t.Logf("Go's grants in calls of more than one, by second from Java's first grant: %.0f", r.together)

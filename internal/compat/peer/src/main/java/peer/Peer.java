@@ -231,6 +231,49 @@ public final class Peer {
         }
     }
 
+    /**
+     * The tick of the client's HashedWheelTimer in ms, -1 if not found.
+     * Redisson 3.25.1 and later schedule a refused acquire's retry on that
+     * timer, so the retry comes at the first tick after the hint. The tick
+     * is set at start: 100 ms up to 3.48, and from 3.49 on from a random
+     * draw of the retry delay (10-49 ms mostly). Versions before 3.25.1
+     * retry on Netty's event loop and never use it for that.
+     */
+    private long timerTickMillis() {
+        try {
+            Object holder = null;
+            for (String m : new String[] {"getServiceManager", "getConnectionManager"}) {
+                try {
+                    Object ce = redisson.getClass().getMethod("getCommandExecutor").invoke(redisson);
+                    holder = ce.getClass().getMethod(m).invoke(ce);
+                    Object timer = fieldOfType(holder, "io.netty.util.HashedWheelTimer");
+                    if (timer != null) {
+                        java.lang.reflect.Field f = timer.getClass().getDeclaredField("tickDuration");
+                        f.setAccessible(true);
+                        return TimeUnit.NANOSECONDS.toMillis((Long) f.get(timer));
+                    }
+                } catch (NoSuchMethodException e) {
+                    // try the next holder
+                }
+            }
+        } catch (Throwable e) {
+            System.err.println("timerTick: " + e);
+        }
+        return -1;
+    }
+
+    private static Object fieldOfType(Object o, String type) throws IllegalAccessException {
+        for (Class<?> c = o.getClass(); c != null; c = c.getSuperclass()) {
+            for (java.lang.reflect.Field f : c.getDeclaredFields()) {
+                if (f.getType().getName().equals(type)) {
+                    f.setAccessible(true);
+                    return f.get(o);
+                }
+            }
+        }
+        return null;
+    }
+
     private String handle(String[] a) throws Throwable {
         String cmd = a[0];
         if (cmd.equals("ping")) {
@@ -241,6 +284,9 @@ public final class Peer {
         }
         if (cmd.equals("now")) {
             return " " + System.currentTimeMillis();
+        }
+        if (cmd.equals("timerTick")) {
+            return " " + timerTickMillis();
         }
         need(a, 2);
         RRateLimiter rl = redisson.getRateLimiter(a[1]);
