@@ -9,10 +9,13 @@ import (
 )
 
 // Fairness between clients (docs/fairness.md). A permit freed in a full
-// window goes to whichever waiter calls first after it frees. Redisson 4.x
-// retries on its timer's 100 ms tick after the hint; 3.16 to 3.20 at the
-// hint on Netty's event loop. A Go waiter that woke on its hint would take
-// nearly every freed permit.
+// window goes to whichever waiter calls first after it frees. Redisson
+// 3.25.1 and later retry at the first tick of a timer after the hint: a
+// 100 ms tick up to 3.48, from 3.49 on (4.x too) one of 10-49 ms (100 ms
+// now and then) drawn when the client starts. 3.25.0 and earlier retry
+// at the hint on Netty's event loop. Every version calls again at once
+// after a grant. A Go waiter that woke on its hint would take nearly
+// every freed permit.
 //
 // So while other writers' records are in a limiter's window (every
 // record this library writes is marked, wire.Member.GoMarked), a Client's
@@ -40,8 +43,11 @@ import (
 const (
 	// The spread's start and bounds.
 	spreadStart = 30 * time.Millisecond
-	spreadMin   = time.Millisecond
-	spreadMax   = 400 * time.Millisecond
+	// spreadAtHint is the start beside Redisson 3.20 and earlier, which
+	// retry 3 ms after the expiry (headcount.atHint).
+	spreadAtHint = 3 * time.Millisecond
+	spreadMin    = time.Millisecond
+	spreadMax    = 400 * time.Millisecond
 	// spreadGain: a census where the others hold share s of the window
 	// multiplies the spread by exp(spreadGain*(0.5-s)).
 	spreadGain = 2.0
@@ -234,7 +240,12 @@ func (e *Engine) refusedWake(l *lane, q *request, wake time.Time, interval time.
 // limiter and a blocked caller was refused within the last deferFor
 // intervals, a new call waits as a refused one does, so that a caller
 // granted a permit cannot take the next ones at once, one after another,
-// before the others' waiters wake. Call with lanes.mu held.
+// before the others' waiters wake. A draw under spreadMin defers nothing:
+// Redisson calls again at once after a grant, and beside 3.16 to 3.20,
+// whose waiters wake 3 ms after the expiry, a Go caller's timer and
+// hand-offs for a wait under a millisecond lost each clump of permits
+// to it. With the spread at its floor no call is deferred; above it, all
+// but spreadMin/spread of them. Call with lanes.mu held.
 func (e *Engine) deferred(l *lane, q *request) (time.Time, bool) {
 	if e.unfair || e.maxBatch == 1 {
 		return time.Time{}, false
@@ -244,7 +255,11 @@ func (e *Engine) deferred(l *lane, q *request) (time.Time, bool) {
 	if !f.shared(now) || now.Sub(f.refusedAt) > deferFor*f.interval {
 		return time.Time{}, false
 	}
-	at := q.capped(now.Add(e.draw(f.spread)))
+	d := e.draw(f.spread)
+	if d < spreadMin {
+		return time.Time{}, false
+	}
+	at := q.capped(now.Add(d))
 	return at, at.After(now)
 }
 
@@ -308,8 +323,8 @@ func (e *Engine) startCensus(lim Limiter, key string, f *fleet) {
 // A census read at the refusal misses a Redisson permit taken just after
 // it. On a Go-only limiter the fleet's records expire in one clump an
 // interval, and its callers are refused once the clump is taken: a
-// Redisson thread that retries on its 100 ms tick takes a permit up to a
-// tick after that, so a census at the refusal read the window before
+// Redisson thread that retries on its timer's tick (at most 100 ms) takes
+// a permit up to a tick after that, so a census at the refusal read the window before
 // Redisson's permit, and the next one, an interval later, after that
 // permit had expired with the clump, so a Redisson service could go
 // unseen for seconds (docs/fairness.md, "Joining", has the trace).
@@ -320,8 +335,8 @@ func (e *Engine) censusAfter(interval time.Duration) time.Duration {
 	return min(e.lag, interval/4)
 }
 
-// censusLag is the Client's census lag: Redisson 4.x's 100 ms retry
-// tick and 50 ms for its round trip and a loaded JVM.
+// censusLag is the Client's census lag: Redisson's longest retry tick
+// (100 ms, 3.25.1 to 3.48) and 50 ms for its round trip and a loaded JVM.
 const censusLag = 150 * time.Millisecond
 
 // census reads the newest records of lim's window, notes whether other
@@ -343,12 +358,15 @@ func (e *Engine) census(lim Limiter, key string) {
 		return
 	}
 	f.interval = iv
-	ours, others := sides(zs, f.interval)
+	c := sides(zs, f.interval)
 	now := e.time.Now()
 	was := f.shared(now)
-	a, b := e.weigh(f, now, ours, others)
+	a, b := e.weigh(f, now, c.ours, c.others)
 	f.step(now, a, b)
 	if !was && f.shared(now) {
+		if c.atHint {
+			f.spread = spreadAtHint
+		}
 		e.joined(key, f, now)
 	}
 }
@@ -387,16 +405,27 @@ func (e *Engine) weigh(f *fleet, now time.Time, ours, others int64) (float64, fl
 	return own, float64(others) / float64(e.foreign)
 }
 
-// sides returns the permits that this library's records (marked) and the
+// headcount is what one census counted of a window.
+type headcount struct {
+	ours, others int64 // permits held by this library's records and the others'
+	// atHint: every record of the others is in a layout of Redisson
+	// 3.20 or earlier (FI, Lc0I, Bc0I with 8 random bytes), whose
+	// writers retry 3 ms after the expiry on Netty's event loop.
+	atHint bool
+}
+
+// sides counts the permits that this library's records (marked) and the
 // others' hold among zs, a window's newest records in score order, within
 // an interval of the newest. Permits, not records: beside a writer that
 // asks more permits per call, an even split of records would give it
 // that many times the other's permits. An undecodable record counts as
-// one permit of the others'.
-func sides(zs []Record, interval time.Duration) (ours, others int64) {
+// one permit of the others', of no known layout.
+func sides(zs []Record, interval time.Duration) headcount {
+	var c headcount
 	if len(zs) == 0 {
-		return 0, 0
+		return c
 	}
+	old, other := 0, 0
 	from := zs[len(zs)-1].Score - float64(interval.Milliseconds())
 	for _, z := range zs {
 		if z.Score <= from {
@@ -405,14 +434,21 @@ func sides(zs []Record, interval time.Duration) (ours, others int64) {
 		m, err := wire.Decode([]byte(z.Member))
 		switch {
 		case err != nil:
-			others++
+			c.others++
+			other++
 		case m.GoMarked():
-			ours += int64(max(m.Permits, 1))
+			c.ours += int64(max(m.Permits, 1))
 		default:
-			others += int64(max(m.Permits, 1))
+			c.others += int64(max(m.Permits, 1))
+			if m.Format != wire.Bc0I || len(m.Random) < 16 {
+				old++
+			} else {
+				other++
+			}
 		}
 	}
-	return ours, others
+	c.atHint = old > 0 && other == 0
+	return c
 }
 
 // ceiling returns the spread's bound: spreadMax, or with

@@ -37,13 +37,82 @@ func TestSides(t *testing.T) {
 			{Score: 1800, Member: "x"},
 			{Score: 2000, Member: string(wire.New(f, tag, 2))},
 		}
-		ours, others := sides(zs, time.Second)
-		if ours != 4 || others != 6 {
-			t.Errorf("%v: ours %d, others %d; want 4 and 6", f, ours, others)
+		c := sides(zs, time.Second)
+		if c.ours != 4 || c.others != 6 || c.atHint {
+			t.Errorf("%v: %+v; want ours 4, others 6, not at the hint (an undecodable record)", f, c)
 		}
 	}
-	if o, t2 := sides(nil, time.Second); o != 0 || t2 != 0 {
-		t.Errorf("no records: %d, %d", o, t2)
+	if c := sides(nil, time.Second); c != (headcount{}) {
+		t.Errorf("no records: %+v", c)
+	}
+}
+
+// A census says the others retry at the hint when each of their records
+// is in a layout of Redisson 3.20 or earlier: FI, Lc0I, Bc0I with 8
+// random bytes (13 bytes); not for 21-byte Bc0I records (3.21 and later:
+// a timer tick from 3.25.1 on), an undecodable record, or none at all.
+func TestSidesAtHint(t *testing.T) {
+	ours := wire.New(wire.Bc0I, wire.Tag{1}, 1)
+	rec := func(f wire.Format, random int) string {
+		m, err := wire.Encode(f, make([]byte, random), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(m)
+	}
+	for _, c := range []struct {
+		name   string
+		theirs []string
+		want   bool
+	}{
+		{"3.16.3 (FI)", []string{rec(wire.FI, 4)}, true},
+		{"3.16.8 (Lc0I)", []string{rec(wire.Lc0I, 8)}, true},
+		{"3.20 (13-byte Bc0I)", []string{rec(wire.Bc0I, 8)}, true},
+		{"3.21 and later (21-byte Bc0I)", []string{rec(wire.Bc0I, 16)}, false},
+		{"3.20 beside 4.x", []string{rec(wire.Bc0I, 8), rec(wire.Bc0I, 16)}, false},
+		{"FI and an undecodable record", []string{rec(wire.FI, 4), "x"}, false},
+		{"Go alone", nil, false},
+	} {
+		zs := []Record{{Score: 1000, Member: string(ours)}}
+		for i, m := range c.theirs {
+			zs = append(zs, Record{Score: float64(1001 + i), Member: m})
+		}
+		if got := sides(zs, time.Second).atHint; got != c.want {
+			t.Errorf("%s: at the hint %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The census that finds a limiter shared starts the spread at
+// spreadAtHint (3 ms) when the others retry at the hint (Redisson 3.20
+// and earlier): from spreadStart, a controller step an interval took
+// about seven seconds to get near there while Redisson took most
+// permits. Beside a newer Redisson it keeps spreadStart.
+func TestJoinSpreadByLayout(t *testing.T) {
+	for _, c := range []struct {
+		f      wire.Format
+		random int
+		want   time.Duration
+	}{
+		{wire.FI, 4, spreadAtHint},
+		{wire.Bc0I, 8, spreadAtHint},
+		{wire.Bc0I, 16, spreadStart},
+	} {
+		e, clk := newFakeEngine(Options{MaxBatch: 128})
+		theirs, err := wire.Encode(c.f, make([]byte, c.random), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
+		lim.records = []Record{record(clk.Now(), 1, true), {Score: float64(clk.Now().UnixMilli()), Member: string(theirs)}}
+		q := newWaiter(context.Background(), lim, 1, time.Time{})
+		e.lanes.mu.Lock()
+		e.refusedWake(&lane{key: "k"}, q, clk.Now().Add(100*ms), time.Second, 0)
+		e.lanes.mu.Unlock()
+		waitFor(t, "census ended", func() bool { return fleetCopy(e, "k").censuses == 1 })
+		if f := fleetCopy(e, "k"); !f.shared(clk.Now()) || f.spread != c.want {
+			t.Errorf("%v with %d random bytes: shared %v, spread %v; want shared, %v", c.f, c.random, f.shared(clk.Now()), f.spread, c.want)
+		}
 	}
 }
 
@@ -343,6 +412,34 @@ func TestDeferred(t *testing.T) {
 	e.MarkRefused("k", c.Now(), time.Second)
 	if _, ok := deferred(q); ok {
 		t.Error("deferred with fair wakes off")
+	}
+}
+
+// A new call whose draw is under the spread's floor is not deferred:
+// beside Redisson 3.16 to 3.25, which re-calls at once after a grant, a
+// timer's wake and hand-off for under a millisecond lost every clump of
+// permits to it (docs/fairness.md, "Redisson's retry"). At the floor no
+// call is deferred; above it, the fraction spreadMin/spread of the calls.
+func TestDeferredUnderFloor(t *testing.T) {
+	for _, c := range []struct {
+		draw time.Duration
+		want bool
+	}{
+		{0, false},
+		{spreadMin - 1, false},
+		{spreadMin, true},
+		{20 * ms, true},
+	} {
+		e, clk := newFakeEngine(Options{MaxBatch: 128, Draw: func(time.Duration) time.Duration { return c.draw }})
+		lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
+		e.MarkRefused("k", clk.Now(), time.Second)
+		e.lanes.mu.Lock()
+		e.lanes.fleets["k"].foreignUntil = clk.Now().Add(time.Minute)
+		at, ok := e.deferred(&lane{key: "k"}, newWaiter(context.Background(), lim, 1, time.Time{}))
+		e.lanes.mu.Unlock()
+		if ok != c.want || (ok && at.Sub(clk.Now()) != c.draw) {
+			t.Errorf("draw %v: deferred %v by %v; want %v", c.draw, ok, at.Sub(clk.Now()), c.want)
+		}
 	}
 }
 

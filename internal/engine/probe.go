@@ -8,9 +8,9 @@ import (
 // Probe windows (docs/fairness.md, "The rule", step 4). On a limiter
 // whose window holds only this library's records, the waiters wake
 // together on their hint, and a Redisson waiter starved so far would
-// never get a permit for a census to see: Redisson 4.x retries at its
-// timer's first 100 ms tick after the permits free, 3.16 3 ms after, and
-// a Go waiter takes them first. So every probePeriod of the wall clock
+// never get a permit for a census to see: Redisson 3.25.1 and later
+// retry at their timer's first tick (10-100 ms) after the permits free,
+// 3.25.0 and earlier 3 ms after, and a Go waiter takes them first. So every probePeriod of the wall clock
 // (an interval, or as many as the rate needs for probeBudget permits, and
 // at least probeMinPeriod) is a probe window, the same for every Client
 // (they read the same interval and rate), and in each one, while the
@@ -22,8 +22,8 @@ import (
 // hold nothing more in that window. The other Clients' lanes wake on the
 // same expiries and their calls in the slot are held too (each holds
 // until its own first hold of the window), so the permit sits free for
-// longer than a 4.x tick: a Redisson waiter takes it, and the next census
-// sees its record. A Redisson service that starts calling is granted
+// longer than Redisson's longest tick: a Redisson waiter takes it, and
+// the next census sees its record. A Redisson service that starts calling is granted
 // within a probe period and a tick of its first refusal, on a contended
 // limiter. What takes the permit earlier: a non-blocking call, a lease
 // call, and the calls of a Client with fair wakes off or WithMaxBatch(1).
@@ -51,7 +51,7 @@ import (
 // A Redisson call asking more permits than one needs more free: in the
 // window where each probeFullEvery (a minute) of the wall clock starts,
 // the first hold keeps every permit for probeFullSlot, then one until
-// probeSlot. probeFullSlot is under a 4.x tick, so such a Redisson
+// probeSlot. probeFullSlot can be under Redisson's tick, so such a Redisson
 // service may need several of those windows to get in; the delay it adds
 // to the callers of that slot is probeFullSlot at most.
 //
@@ -63,7 +63,7 @@ import (
 const (
 	probeMinPeriod = time.Second
 	probeBudget    = 150                    // a window at most once per this many permits of the rate
-	probeSlot      = 110 * time.Millisecond // a Redisson 4.x timer tick and 10 ms
+	probeSlot      = 110 * time.Millisecond // Redisson's longest timer tick and 10 ms
 	probeFullEvery = time.Minute            // the window where each minute starts holds all
 	probeFullSlot  = 50 * time.Millisecond  // under the 60 ms of p99 wait a Go-only fleet may lose (issue 19)
 	probeRetake    = time.Second            // a held caller waits at most this past its slot for the next expiry
