@@ -366,9 +366,11 @@ var fleetRows = []fleetRow{
 // TestFleetTable prints docs/fairness.md's table: for Redisson 4.7.0 and
 // 3.16.3 and every row of fleetRows, Java's share of the permits over
 // FLEET_RUNS runs (default 6) of FLEET_DUR (default 30s): mean, range and
-// the share the row asks for, Java's latest first grant of the runs and
-// its least share of a 5 s bucket from that grant on. It runs only with FLEET_TABLE set (about
-// two hours with the defaults: 3.3 minutes a row) and asserts nothing.
+// the share the row asks for, Java's latest first grant of the runs, its
+// least share of a 5 s bucket from that grant on, and the range of the
+// runs' JVM timer ticks (a JVM is started for each run). It runs only
+// with FLEET_TABLE set (about two hours with the defaults: 3.3 minutes a
+// row, and a JVM's start a run) and asserts nothing.
 // FLEET_ROWS, a regular expression, keeps the rows whose "version shape
 // strategy" it matches:
 //
@@ -389,23 +391,27 @@ func TestFleetTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FLEET_ROWS: %v", err)
 	}
-	out := []string{"| Redisson | Go Clients x goroutines : Java threads (/ permits per call, Go:Java) | WithForeignWaiters | Java's share, mean | range | asked | Java's first grant, latest | least 5 s from it |", "|---|---|---|---|---|---|---|---|"}
+	out := []string{"| Redisson | Go Clients x goroutines : Java threads (/ permits per call, Go:Java) | WithForeignWaiters | Java's share, mean | range | asked | Java's first grant, latest | least 5 s from it | JVMs' timer ticks |", "|---|---|---|---|---|---|---|---|---|"}
 	for _, v := range []string{"4.7.0", "3.16.3"} {
 		for _, row := range fleetRows {
 			if !keep.MatchString(v + " " + row.shape + " " + row.strategy) {
 				continue
 			}
 			spec := parseShape(t, row.shape)
-			spec.dur, spec.strategy = dur, row.strategy
+			// A JVM a run: from 3.49 each draws its retry tick at start
+			// (TestRetryTick), so one JVM kept for a row is one tick.
+			spec.dur, spec.strategy, spec.coldJVM = dur, row.strategy, true
 			var shares []float64
+			var ticks []time.Duration
 			// The join (both sides start together, so Java's first grant
 			// after the start) and the least 5 s bucket from it, over the
 			// runs: issue 40's two bounds beside the share.
 			join, worst := time.Duration(0), 100.0
 			for i := 0; i < runs; i++ {
 				r := runFleet(t, v, spec)
-				t.Logf("run %d: %s %s java %d go %d share %.0f%% worst 5s %.0f%% (first grants: java +%v, go +%v)", i+1, v, row.shape, r.java, r.goSide, r.share(), r.worst5s, r.javaFirst, r.goFirst)
+				t.Logf("run %d: %s %s java %d go %d share %.0f%% worst 5s %.0f%% (first grants: java +%v, go +%v; JVM timer tick %v)", i+1, v, row.shape, r.java, r.goSide, r.share(), r.worst5s, r.javaFirst, r.goFirst, r.tick)
 				shares = append(shares, r.share())
+				ticks = append(ticks, r.tick)
 				if r.javaFirst < 0 {
 					join = -1 // never: the column reads "none"
 				} else if join >= 0 {
@@ -428,7 +434,8 @@ func TestFleetTable(t *testing.T) {
 			case "java":
 				fw = "no Go: a 2nd JVM"
 			}
-			line := fmt.Sprintf("| %s | %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% | %s | %.0f%% |", v, row.shape, fw, sum/float64(runs), lo, hi, row.want, joined, worst)
+			line := fmt.Sprintf("| %s | %s | %s | %.0f%% | %.0f-%.0f%% | %.0f%% | %s | %.0f%% | %v-%v |", v, row.shape, fw, sum/float64(runs), lo, hi, row.want, joined, worst,
+				slices.Min(ticks).Milliseconds(), slices.Max(ticks).Milliseconds())
 			t.Log(line)
 			out = append(out, line)
 		}
