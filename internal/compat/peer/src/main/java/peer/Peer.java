@@ -241,12 +241,10 @@ public final class Peer {
      */
     private long timerTickMillis() {
         try {
-            Object holder = null;
+            Object ce = redisson.getClass().getMethod("getCommandExecutor").invoke(redisson);
             for (String m : new String[] {"getServiceManager", "getConnectionManager"}) {
                 try {
-                    Object ce = redisson.getClass().getMethod("getCommandExecutor").invoke(redisson);
-                    holder = ce.getClass().getMethod(m).invoke(ce);
-                    Object timer = fieldOfType(holder, "io.netty.util.HashedWheelTimer");
+                    Object timer = fieldOfType(ce.getClass().getMethod(m).invoke(ce), "io.netty.util.HashedWheelTimer");
                     if (timer != null) {
                         java.lang.reflect.Field f = timer.getClass().getDeclaredField("tickDuration");
                         f.setAccessible(true);
