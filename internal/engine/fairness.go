@@ -365,10 +365,26 @@ func (e *Engine) census(lim Limiter, key string) {
 	f.step(now, a, b)
 	if !was && f.shared(now) {
 		if c.atHint {
-			f.spread = spreadAtHint
+			f.spread = atHintStart(c)
 		}
 		e.joined(key, f, now)
 	}
+}
+
+// atHintStart returns the spread that a join's census c starts at beside
+// Redisson 3.20 and earlier: spreadAtHint, stepped once by the share the
+// census read, as f.step steps. Those versions retry 3 ms after the
+// expiry, so the waiters' first wakes after the join meet Redisson's
+// retries at once; at 3 ms alone, beside 16 Go callers, Java's first 5 s
+// read 28-38% after a first interval where it got 3-13%
+// (docs/fairness.md, "Redisson's retry").
+func atHintStart(c headcount) time.Duration {
+	share := float64(c.others) / float64(max(c.ours+c.others, 1))
+	if math.Abs(share-0.5) <= evenBand {
+		return spreadAtHint
+	}
+	d := time.Duration(float64(spreadAtHint) * math.Exp(spreadGain*(0.5-share)))
+	return min(max(d, spreadMin), spreadMax)
 }
 
 // joined re-arms the lane of a limiter that a census has just found

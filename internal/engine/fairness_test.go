@@ -85,18 +85,24 @@ func TestSidesAtHint(t *testing.T) {
 
 // The census that finds a limiter shared starts the spread at
 // spreadAtHint (3 ms) when the others retry at the hint (Redisson 3.20
-// and earlier): from spreadStart, a controller step an interval took
-// about seven seconds to get near there while Redisson took most
-// permits. Beside a newer Redisson it keeps spreadStart.
+// and earlier), stepped once by the share it read: from spreadStart, a
+// controller step an interval took about seven seconds to get near there
+// while Redisson took most permits, and from 3 ms unstepped Java's first
+// 5 s beside 16 Go callers read 28%. Beside a newer Redisson it keeps
+// spreadStart.
 func TestJoinSpreadByLayout(t *testing.T) {
 	for _, c := range []struct {
-		f      wire.Format
-		random int
-		want   time.Duration
+		f            wire.Format
+		random       int
+		ours, theirs int
+		want         time.Duration
 	}{
-		{wire.FI, 4, spreadAtHint},
-		{wire.Bc0I, 8, spreadAtHint},
-		{wire.Bc0I, 16, spreadStart},
+		{wire.FI, 4, 1, 1, spreadAtHint},
+		{wire.Bc0I, 8, 1, 1, spreadAtHint},
+		{wire.Bc0I, 8, 9, 1, time.Duration(float64(spreadAtHint) * math.Exp(spreadGain*0.4))},
+		{wire.FI, 4, 1, 9, time.Duration(float64(spreadAtHint) * math.Exp(-spreadGain*0.4))},
+		{wire.Bc0I, 16, 1, 1, spreadStart},
+		{wire.Bc0I, 16, 9, 1, spreadStart},
 	} {
 		e, clk := newFakeEngine(Options{MaxBatch: 128})
 		theirs, err := wire.Encode(c.f, make([]byte, c.random), 1)
@@ -104,14 +110,19 @@ func TestJoinSpreadByLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		lim := &fakeLimiter{fakeTarget: fakeTarget{key: "k"}}
-		lim.records = []Record{record(clk.Now(), 1, true), {Score: float64(clk.Now().UnixMilli()), Member: string(theirs)}}
+		for i := 0; i < c.ours; i++ {
+			lim.records = append(lim.records, record(clk.Now(), 1, true))
+		}
+		for i := 0; i < c.theirs; i++ {
+			lim.records = append(lim.records, Record{Score: float64(clk.Now().UnixMilli()), Member: string(theirs)})
+		}
 		q := newWaiter(context.Background(), lim, 1, time.Time{})
 		e.lanes.mu.Lock()
 		e.refusedWake(&lane{key: "k"}, q, clk.Now().Add(100*ms), time.Second, 0)
 		e.lanes.mu.Unlock()
 		waitFor(t, "census ended", func() bool { return fleetCopy(e, "k").censuses == 1 })
 		if f := fleetCopy(e, "k"); !f.shared(clk.Now()) || f.spread != c.want {
-			t.Errorf("%v with %d random bytes: shared %v, spread %v; want shared, %v", c.f, c.random, f.shared(clk.Now()), f.spread, c.want)
+			t.Errorf("%v with %d random bytes, %d ours to %d theirs: shared %v, spread %v; want shared, %v", c.f, c.random, c.ours, c.theirs, f.shared(clk.Now()), f.spread, c.want)
 		}
 	}
 }
