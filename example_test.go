@@ -211,6 +211,24 @@ func ExampleWithForeignWaiters() {
 	// true
 }
 
+// A Go fleet that must let a Java service joining late in within an
+// interval and Redisson's tick: a probe window in every interval, at the
+// cost of about one grant a window (docs/fairness.md). Every Client of
+// the limiter needs the same setting. A value out of range fails every
+// call, before Redis.
+func ExampleWithProbeWindows() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client := ratelimiter.NewClient(rdb, ratelimiter.WithProbeWindows(1))
+	fmt.Println(client.Err())
+
+	bad := ratelimiter.NewClient(rdb, ratelimiter.WithProbeWindows(0))
+	fmt.Println(errors.Is(bad.Err(), ratelimiter.ErrInvalidArgument))
+	// Output:
+	// <nil>
+	// true
+}
+
 // An LLM API's requests-per-minute and tokens-per-minute limits in one
 // call: reserve 1 request and the 750 tokens a prompt may use, both or
 // neither, then give back the tokens the response did not use.

@@ -205,3 +205,63 @@ func TestHoldFirstCall(t *testing.T) {
 	require.True(t, last.Granted)
 	require.Zero(t, last.Waited, "not contended lately: no hold, even in a full window")
 }
+
+// WithProbeWindows(1) puts a probe window in every interval (every
+// second at least), where the default puts one per 150 permits of the
+// rate. A fleet of 4 blocked callers keeps a limiter of 10 per 500 ms
+// busy; a second Client stands in for a Redisson service that joins late:
+// Allow, and when refused a sleep of the hint and 40 ms (under the 110 ms
+// a window holds a permit free, as Redisson's tick is); after a grant a
+// sleep of 700 ms, past the expiry of its own record (which the fleet's
+// waiters, woken by it as the oldest, take), so that each window gives it
+// one permit at most. Only a window lets it in: the fleet's waiters wake
+// on the same hint, 40 ms before it. Over 7 s, windows every second give
+// it about 7 permits; the default's windows every 7.5 s give at most one,
+// so 4 or more fails without the option.
+func TestProbeWindowsOption(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	name := uniqueName(t)
+	fleet := ratelimiter.NewClient(rdb, ratelimiter.WithProbeWindows(1))
+	l := fleet.Limiter(name)
+	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: 500 * time.Millisecond})
+	require.NoError(t, err)
+
+	run, cancel := context.WithTimeout(ctx, 8500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for run.Err() == nil {
+				_ = l.Acquire(run, 1)
+			}
+		}()
+	}
+	defer wg.Wait()
+
+	late := ratelimiter.NewClient(rdb).Limiter(name)
+	sleep := func(d time.Duration) {
+		select {
+		case <-run.Done():
+		case <-time.After(d):
+		}
+	}
+	sleep(1500 * time.Millisecond) // the fleet fills the window first
+	granted := 0
+	for run.Err() == nil {
+		r, err := late.Allow(run, 1)
+		if err != nil {
+			break
+		}
+		if r.Granted {
+			granted++
+			sleep(700 * time.Millisecond)
+			continue
+		}
+		sleep(r.RetryAfter + 40*time.Millisecond)
+	}
+	t.Logf("the late caller got %d permits", granted)
+	require.GreaterOrEqual(t, granted, 4, "a late caller that retries 40 ms after the hint, in 7 s of windows every second")
+}

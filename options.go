@@ -145,7 +145,7 @@ func WithMaxBatch(n int) Option {
 // this library writes, waiters wake together on their hint, and once per
 // probe window (every period of the wall clock that holds 150 permits of
 // the limiter's rate, in whole intervals, at least a second: 3 s at 50
-// per second) their calls leave a permit free for 110 ms, which holds
+// per second; WithProbeWindows sets the 150) their calls leave a permit free for 110 ms, which holds
 // back the callers that call then (every permit for 50 ms, in the window
 // where each minute starts).
 // Off: waiters always wake together on their hint, and no census is
@@ -180,6 +180,37 @@ func WithForeignWaiters(n int) Option {
 		c.foreign = n
 	}
 }
+
+// WithProbeWindows sets how often probe windows come on a limiter that
+// only this library writes (WithFairness): at most once per permits
+// permits of the limiter's rate, in whole intervals, and at least a second
+// apart. A Redisson service that starts calling while Go callers keep such
+// a limiter busy is granted within a probe period and its retry tick (at
+// most 100 ms) of its first refused call, and each window costs the Go
+// callers about one grant (the permit it holds free idles until the next
+// expiry). The default, 150, is a window every 3 s at 50 per second: under
+// 1% of the grants. 1 puts one in every interval (every second at least):
+// a late Redisson service is granted within an interval and a tick, for
+// about 2% of the grants at 50 per second and 10% at 10 per second
+// (docs/fairness.md, "Cost to a Go-only fleet"). Every Client of a limiter
+// must have the same setting: the windows hold a permit free only if all
+// of the limiter's Clients hold it at once. permits must be from 1 to
+// 2^20; otherwise every call fails with ErrInvalidArgument.
+//
+// default: 150.
+func WithProbeWindows(permits int) Option {
+	return func(c *Client) {
+		if permits < 1 || permits > maxProbeWindows {
+			c.err = errors.Join(c.err, invalid("probe windows every %d permits out of range [1, %d]", permits, maxProbeWindows))
+			return
+		}
+		c.probeN = int64(permits)
+	}
+}
+
+// maxProbeWindows bounds WithProbeWindows: windows a day apart at 12 per
+// second, far past what anyone would join by.
+const maxProbeWindows = 1 << 20
 
 // WithLocalRefusals turns local refusals on (the default) or off. When
 // on, after Redis refuses a call of a limiter with a wait hint, this

@@ -35,6 +35,7 @@ type fleetSpec struct {
 	// javaAfter and goAfter delay each side's start (0: at once); dur
 	// counts from the later start, and so do the shares.
 	javaAfter, goAfter time.Duration
+	probeWindows       int // the Go Clients' WithProbeWindows; 0: the default
 }
 
 // fleetResult is the permits each side got from the third second of a
@@ -109,6 +110,9 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 	}
 	for k := 0; k < s.clients; k++ {
 		opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v)), batches.hook()}
+		if s.probeWindows > 0 {
+			opts = append(opts, ratelimiter.WithProbeWindows(s.probeWindows))
+		}
 		if s.strategy == "libw" {
 			opts = append(opts, ratelimiter.WithForeignWaiters(s.javaThreads))
 		}
@@ -465,6 +469,8 @@ func TestFleetTable(t *testing.T) {
 // It runs only with FLEET_CHECK set (about 3 minutes), outside make test;
 // FLEET_CHECK_RUNS repeats it (the issue asks 20 in a row);
 // FLEET_CHECK_GAP sets the time between the two starts;
+// FLEET_CHECK_PROBE=N gives the Go Clients WithProbeWindows(N) (the join
+// bound then counts its probe period);
 // FLEET_CHECK_SHAPES and FLEET_CHECK_ORDERS (comma-separated) narrow it:
 //
 //	FLEET_CHECK=1 FLEET_CHECK_RUNS=20 go test ./internal/compat -run TestFleetCheck -v -timeout 2h
@@ -478,12 +484,14 @@ func TestFleetCheck(t *testing.T) {
 	if err != nil || order < 0 {
 		t.Fatalf("FLEET_CHECK_GAP: %q is not a duration of 0 or more", os.Getenv("FLEET_CHECK_GAP"))
 	}
+	probe, _ := strconv.Atoi(os.Getenv("FLEET_CHECK_PROBE"))
 	for run := 1; run <= max(runs, 1); run++ {
 		for _, sh := range listEnv("FLEET_CHECK_SHAPES", "4x1:4,2x2:4,4x2:8") {
 			for _, first := range listEnv("FLEET_CHECK_ORDERS", "go-first,java-first") {
 				t.Run(fmt.Sprintf("%d/%s/%s", run, sh, first), func(t *testing.T) {
 					spec := parseShape(t, sh)
 					spec.dur, spec.strategy, spec.coldJVM = 20*time.Second, "lib", true
+					spec.probeWindows = probe
 					if first == "go-first" {
 						spec.javaAfter = order
 					} else {
@@ -498,7 +506,7 @@ func TestFleetCheck(t *testing.T) {
 					if s := r.share(); s < 35 || s > 65 {
 						t.Errorf("%s %s: Java got %.0f%% (%d of %d), outside 35-65%%", sh, first, s, r.java, r.java+r.goSide)
 					}
-					joinBound := engine.ProbePeriod(loadInterval, loadRate) + 250*time.Millisecond
+					joinBound := engine.ProbePeriod(loadInterval, loadRate, int64(probe)) + 250*time.Millisecond
 					if r.join < 0 || r.join > joinBound {
 						t.Errorf("%s %s: Java's first grant %v after its first call, want within %v", sh, first, r.join, joinBound)
 					}

@@ -59,7 +59,11 @@ const (
 )
 
 // ProbePeriod returns how often a limiter of rate permits per interval
-// has a probe window (the wall clock's, by default).
-func ProbePeriod(interval time.Duration, rate int64) time.Duration {
-	return probePeriod(interval, rate, probeBudget)
+// has a probe window (the wall clock's, by default) with windows at most
+// once per budget permits of the rate; 0: the default budget (150).
+func ProbePeriod(interval time.Duration, rate, budget int64) time.Duration {
+	if budget <= 0 {
+		budget = probeBudget
+	}
+	return probePeriod(interval, rate, budget)
 }
