@@ -375,9 +375,11 @@ func (e *Engine) census(lim Limiter, key string) {
 // Redisson 3.20 and earlier: spreadAtHint, stepped once by the share the
 // census read, as f.step steps. Those versions retry 3 ms after the
 // expiry, so the waiters' first wakes after the join meet Redisson's
-// retries at once; at 3 ms alone, beside 16 Go callers, Java's first 5 s
-// read 28-38% after a first interval where it got 3-13%
-// (docs/fairness.md, "Redisson's retry").
+// retries at once, and the split the join read (the window filled while
+// both sides called together) would replay until the controller's first
+// step, an interval on; many Go callers beside few slow-starting threads
+// kept Java under 30% of its first 5 s that way (docs/fairness.md,
+// "Redisson's retry").
 func atHintStart(c headcount) time.Duration {
 	share := float64(c.others) / float64(max(c.ours+c.others, 1))
 	if math.Abs(share-0.5) <= evenBand {
