@@ -145,9 +145,9 @@ func WithMaxBatch(n int) Option {
 // this library writes, waiters wake together on their hint, and once per
 // probe window (every period of the wall clock that holds 150 permits of
 // the limiter's rate, in whole intervals, at least a second: 3 s at 50
-// per second; WithProbeWindows sets the 150) their calls leave a permit free for 110 ms, which holds
-// back the callers that call then (every permit for 50 ms, in the window
-// where each minute starts).
+// per second; WithProbeWindows sets the 150) their calls leave a permit
+// free for 110 ms, which holds back the callers that call then (every
+// permit for 50 ms, in the window where each minute starts).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
@@ -184,13 +184,16 @@ func WithForeignWaiters(n int) Option {
 // WithProbeWindows sets how often probe windows come on a limiter that
 // only this library writes (WithFairness): at most once per permits
 // permits of the limiter's rate, in whole intervals, and at least a second
-// apart. A Redisson service that starts calling while Go callers keep such
-// a limiter busy is granted within a probe period and its retry tick (at
-// most 100 ms) of its first refused call, and each window costs the Go
-// callers about one grant (the permit it holds free idles until the next
-// expiry). The default, 150, is a window every 3 s at 50 per second: under
-// 1% of the grants. 1 puts one in every interval (every second at least):
-// a late Redisson service is granted within an interval and a tick, for
+// apart. A Redisson service that starts calling for one permit at a time
+// while Go callers keep such a limiter busy is granted within a probe
+// period and its retry tick (at most 100 ms) of its first refused call
+// (a call for more needs the window where a minute starts, which frees
+// every permit for 50 ms), and each window costs the Go callers about one
+// grant (the permit it holds free idles until the next expiry). The
+// default, 150, is a window every 3 s at 50 per second: under 1% of the
+// grants. 1 puts one in every interval, or every second when the
+// interval is shorter: such a late Redisson service is granted within
+// that and a tick, for
 // about 2% of the grants at 50 per second and 10% at 10 per second
 // (docs/fairness.md, "Cost to a Go-only fleet"). Every Client of a limiter
 // must have the same setting: the windows hold a permit free only if all
