@@ -221,10 +221,24 @@ func TestHoldFirstCall(t *testing.T) {
 // (1 in the run without the option), so the floor of 4 holds three
 // missed windows and fails without the option.
 func TestProbeWindowsOption(t *testing.T) {
+	lateJoins(t, 1, ratelimiter.WithProbeWindows(1))
+}
+
+// WithProbeHold(3) leaves 3 permits free in a window, so that a late
+// caller asking 3 a call gets in as TestProbeWindowsOption's caller of 1
+// does; with the default hold of one it gets in only in the window where
+// a minute starts (every permit free for 50 ms), at most once in the run.
+func TestProbeHoldOption(t *testing.T) {
+	lateJoins(t, 3, ratelimiter.WithProbeWindows(1), ratelimiter.WithProbeHold(3))
+}
+
+// lateJoins runs TestProbeWindowsOption's fleet, with opts, beside a late
+// caller asking n permits a call, and wants it granted at least 4 times.
+func lateJoins(t *testing.T, n int64, opts ...ratelimiter.Option) {
 	ctx := context.Background()
 	rdb := newRedis(t)
 	name := uniqueName(t)
-	fleet := ratelimiter.NewClient(rdb, ratelimiter.WithProbeWindows(1))
+	fleet := ratelimiter.NewClient(rdb, opts...)
 	l := fleet.Limiter(name)
 	_, err := l.TrySetRate(ctx, ratelimiter.Config{Rate: 10, Interval: 500 * time.Millisecond})
 	require.NoError(t, err)
@@ -253,7 +267,7 @@ func TestProbeWindowsOption(t *testing.T) {
 	sleep(1500 * time.Millisecond) // the fleet fills the window first
 	granted := 0
 	for run.Err() == nil {
-		r, err := late.Allow(run, 1)
+		r, err := late.Allow(run, n)
 		if err != nil {
 			break
 		}

@@ -211,8 +211,30 @@ func WithProbeWindows(permits int) Option {
 	}
 }
 
-// maxProbeWindows bounds WithProbeWindows: windows a day apart at 12 per
-// second, far past what anyone would join by.
+// WithProbeHold sets how many permits a probe window (WithProbeWindows)
+// leaves free for 110 ms (default 1), for a fleet that shares its
+// limiters with Redisson services asking that many permits a call: a
+// window frees one, which a Redisson call for 5 cannot take, so such a
+// service that starts while Go callers keep the limiter busy otherwise
+// waits for the window where a minute starts, which frees every permit
+// for 50 ms. Each permit held costs the Go callers about a grant a window
+// (it idles until the next expiry). Every Client of a limiter must have
+// the same setting. permits must be from 1 to 2^20; otherwise every call
+// fails with ErrInvalidArgument.
+//
+// default: 1.
+func WithProbeHold(permits int) Option {
+	return func(c *Client) {
+		if permits < 1 || permits > maxProbeWindows {
+			c.err = errors.Join(c.err, invalid("probe hold of %d permits out of range [1, %d]", permits, maxProbeWindows))
+			return
+		}
+		c.probeHold = int64(permits)
+	}
+}
+
+// maxProbeWindows bounds WithProbeWindows (windows a day apart at 12 per
+// second, far past what anyone would join by) and WithProbeHold.
 const maxProbeWindows = 1 << 20
 
 // WithLocalRefusals turns local refusals on (the default) or off. When

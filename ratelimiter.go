@@ -43,6 +43,7 @@ type Client struct {
 	unfair    bool                 // WithFairness(false)
 	foreign   int                  // WithForeignWaiters; 0: an even split
 	probeN    int64                // WithProbeWindows; 0: the engine's 150
+	probeHold int64                // WithProbeHold; 0: one
 	noLocal   bool                 // WithLocalRefusals(false)
 	leaseOpts *engine.LeaseOptions // WithLeases; nil: off
 	probe     engine.ProbeClock    // tests' probe windows; nil: the wall clock's
@@ -71,7 +72,7 @@ func NewClient(rdb redis.UniversalClient, opts ...Option) *Client {
 		ClientClock: c.clientClock, Replicas: c.replicas, AckTimeout: c.ackTimeout})
 	c.eng = engine.New(engine.Options{
 		MaxBatch: c.maxBatch, Unfair: c.unfair, Foreign: c.foreign, NoLocal: c.noLocal,
-		Clock: c.clock, Probe: c.probe, ProbeBudget: c.probeN, Leases: c.leaseOpts, OnLease: c.leaseEnded,
+		Clock: c.clock, Probe: c.probe, ProbeBudget: c.probeN, ProbeHold: c.probeHold, Leases: c.leaseOpts, OnLease: c.leaseEnded,
 	})
 	if c.fallback != nil {
 		c.out = newOutage(*c.fallback, rdb, c.hooks.Outage)

@@ -36,6 +36,7 @@ type fleetSpec struct {
 	// counts from the later start, and so do the shares.
 	javaAfter, goAfter time.Duration
 	probeWindows       int // the Go Clients' WithProbeWindows; 0: the default
+	probeHold          int // the Go Clients' WithProbeHold; 0: the default
 }
 
 // fleetResult is the permits each side got from the third second of a
@@ -112,6 +113,9 @@ func runFleet(t *testing.T, v string, s fleetSpec) fleetResult {
 		opts := []ratelimiter.Option{ratelimiter.WithMemberFormat(formatFor(v)), batches.hook()}
 		if s.probeWindows > 0 {
 			opts = append(opts, ratelimiter.WithProbeWindows(s.probeWindows))
+		}
+		if s.probeHold > 0 {
+			opts = append(opts, ratelimiter.WithProbeHold(s.probeHold))
 		}
 		if s.strategy == "libw" {
 			opts = append(opts, ratelimiter.WithForeignWaiters(s.javaThreads))
@@ -301,7 +305,9 @@ func first(times []int64, start time.Time) time.Duration {
 // It runs only with FLEET_EXPLORE set; it prints shares (whole, by 5 s
 // bucket and by second from Java's first grant) and asserts nothing;
 // FLEET_COLD set starts a JVM for each run, as TestFleetCheck does,
-// instead of one kept for the test. Example:
+// instead of one kept for the test; FLEET_PROBE_WINDOWS and
+// FLEET_PROBE_HOLD give the Go Clients WithProbeWindows and WithProbeHold.
+// Example:
 //
 //	FLEET_EXPLORE=1 FLEET_STRATS=lib,jitter50 FLEET_VERSIONS=4.7.0,3.16.3 \
 //	FLEET_SHAPES=1x4:4,4x1:4,2x2:4,8x1:8 FLEET_DUR=15s \
@@ -324,6 +330,8 @@ func TestFleetShares(t *testing.T) {
 					spec := parseShape(t, sh)
 					spec.dur, spec.strategy = dur, st
 					spec.coldJVM = os.Getenv("FLEET_COLD") != ""
+					spec.probeWindows, _ = strconv.Atoi(os.Getenv("FLEET_PROBE_WINDOWS"))
+					spec.probeHold, _ = strconv.Atoi(os.Getenv("FLEET_PROBE_HOLD"))
 					r := runFleet(t, v, spec)
 					t.Logf("FLEET %s %s %s java %d go %d share %.0f%% (JVM timer tick %v)", v, sh, st, r.java, r.goSide, r.share(), r.tick)
 					t.Logf("5 s buckets from Java's first grant (+%v): %.0f", r.javaFirst, r.buckets)

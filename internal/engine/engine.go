@@ -164,6 +164,9 @@ type Options struct {
 	// windows (probePeriod); 0: probeBudget (150). Tests of holds in
 	// every interval set 1.
 	ProbeBudget int64
+	// ProbeHold is how many permits a probe window's slot leaves free
+	// (after a full window's first part); 0: one.
+	ProbeHold int64
 	// CensusLag is how long after the refusal that starts it a census
 	// reads the window (censusAfter); 0: censusLag (150 ms); negative: at
 	// once (tests that step the controller census by census).
@@ -186,6 +189,7 @@ type Engine struct {
 	draw     func(time.Duration) time.Duration
 	probe    ProbeClock
 	budget   int64         // Options.ProbeBudget
+	hold     int64         // Options.ProbeHold
 	lag      time.Duration // Options.CensusLag; 0: at once
 	onLease  func(LeaseEvent)
 	refusals refusals
@@ -196,7 +200,7 @@ type Engine struct {
 // New returns an Engine with o.
 func New(o Options) *Engine {
 	e := &Engine{maxBatch: o.MaxBatch, unfair: o.Unfair, foreign: o.Foreign, noLocal: o.NoLocal,
-		clock: o.Clock, time: o.Time, draw: o.Draw, probe: o.Probe, budget: o.ProbeBudget, onLease: o.OnLease}
+		clock: o.Clock, time: o.Time, draw: o.Draw, probe: o.Probe, budget: o.ProbeBudget, hold: o.ProbeHold, onLease: o.OnLease}
 	if e.maxBatch < 1 {
 		e.maxBatch = 1
 	}
@@ -214,6 +218,9 @@ func New(o Options) *Engine {
 	}
 	if e.budget <= 0 {
 		e.budget = probeBudget
+	}
+	if e.hold <= 0 {
+		e.hold = 1
 	}
 	switch {
 	case o.CensusLag == 0:

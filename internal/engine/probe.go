@@ -112,17 +112,17 @@ func probeWindow(now time.Time, period time.Duration) (in, full bool) {
 // windowHold returns how many permits this Client's calls on the limiter
 // of f, whose probe windows come every period, must leave free at now:
 // while a slot runs (from its first hold of a window), all for
-// probeFullSlot after a hold in a full window, then one until probeSlot;
-// after the slot, none for the rest of that window; in a window with no
-// hold yet, the window's hold.
-func (f *fleet) windowHold(now time.Time, period time.Duration, in, full bool) int64 {
+// probeFullSlot after a hold in a full window, then hold (Options.ProbeHold,
+// one by default) until probeSlot; after the slot, none for the rest of
+// that window; in a window with no hold yet, the window's hold.
+func (f *fleet) windowHold(now time.Time, period time.Duration, in, full bool, hold int64) int64 {
 	if !f.slotAt.IsZero() {
 		since := now.Sub(f.slotAt)
 		switch {
 		case f.slotFull && since < probeFullSlot:
 			return holdAll
 		case since < probeSlot:
-			return 1
+			return hold
 		case probeIndex(f.slotAt, period) == probeIndex(now, period):
 			return 0
 		}
@@ -133,7 +133,7 @@ func (f *fleet) windowHold(now time.Time, period time.Duration, in, full bool) i
 	case full:
 		return holdAll
 	}
-	return 1
+	return hold
 }
 
 // canWait reports whether q's caller waits until at: its limit
@@ -184,7 +184,7 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	}
 	period := f.period(e.budget)
 	in, full := e.probe(now, period)
-	return f.windowHold(now, period, in, full)
+	return f.windowHold(now, period, in, full, e.hold)
 }
 
 // noteHolds starts this Client's slot at sent, the time of a call with

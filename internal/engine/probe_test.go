@@ -81,7 +81,7 @@ func TestProbeWindow(t *testing.T) {
 // A limiter's hold (windowHold): in a window with no slot yet, the
 // window's (one, all in a full window, none out of a window); in a slot,
 // all permits for probeFullSlot after a full window's first hold, one
-// until probeSlot; after the slot, none for the rest of its window, and
+// (or Options.ProbeHold) until probeSlot; after the slot, none for the rest of its window, and
 // the window's hold again in the next.
 func TestWindowHold(t *testing.T) {
 	now := time.Unix(1000, 500*int64(time.Millisecond))
@@ -101,9 +101,15 @@ func TestWindowHold(t *testing.T) {
 		{"slot ended in this window", now.Add(-probeSlot), false, true, true, 0},
 		{"slot of the last window", now.Add(-time.Second), false, true, false, 1},
 	} {
-		f := &fleet{interval: time.Second, slotAt: c.slotAt, slotFull: c.slotFull}
-		if got := f.windowHold(now, f.period(probeBudget), c.in, c.full); got != c.want {
-			t.Errorf("%s: hold %d, want %d", c.name, got, c.want)
+		for _, hold := range []int64{1, 3} { // Options.ProbeHold: one or more where the table says one
+			want := c.want
+			if want == 1 {
+				want = hold
+			}
+			f := &fleet{interval: time.Second, slotAt: c.slotAt, slotFull: c.slotFull}
+			if got := f.windowHold(now, f.period(probeBudget), c.in, c.full, hold); got != want {
+				t.Errorf("%s, ProbeHold %d: hold %d, want %d", c.name, hold, got, want)
+			}
 		}
 	}
 	// A slot a second ago: the last window at 150 per second, this one
@@ -111,7 +117,7 @@ func TestWindowHold(t *testing.T) {
 	later := now.Add(10 * time.Second)
 	for rate, want := range map[int64]int64{150: 1, 10: 0} {
 		f := &fleet{interval: time.Second, rate: rate, slotAt: later.Add(-time.Second)}
-		if got := f.windowHold(later, f.period(probeBudget), true, false); got != want {
+		if got := f.windowHold(later, f.period(probeBudget), true, false, 1); got != want {
 			t.Errorf("rate %d, a slot 1 s before: hold %d, want %d", rate, got, want)
 		}
 	}
