@@ -146,7 +146,7 @@ func WithMaxBatch(n int) Option {
 // probe window (every period of the wall clock that holds 150 permits of
 // the limiter's rate, in whole intervals, at least a second: 3 s at 50
 // per second; WithProbeWindows sets the 150) their calls leave a permit
-// free for 110 ms, which holds back the callers that call then (every
+// (WithProbeHold: more) free for 110 ms, which holds back the callers that call then (every
 // permit for 50 ms, in the window where each minute starts).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
