@@ -216,7 +216,7 @@ func TestHoldFirstCall(t *testing.T) {
 // waiters, woken by it as the oldest, take), so that each window gives it
 // one permit at most. Only a window lets it in: the fleet's waiters wake
 // on the same hint, 40 ms before it. Over 7 s, windows every second give
-// it about 7 permits (7 or 8 in each of 20 runs beside make
+// it about 7 grants (7 or 8 in each of 20 runs beside make
 // test-compat-rest); the default's windows every 7.5 s give at most one
 // (1 in the run without the option), so the floor of 4 holds three
 // missed windows and fails without the option.
@@ -278,6 +278,6 @@ func lateJoins(t *testing.T, n int64, opts ...ratelimiter.Option) {
 		}
 		sleep(r.RetryAfter + 40*time.Millisecond)
 	}
-	t.Logf("the late caller got %d permits", granted)
+	t.Logf("the late caller was granted %d times", granted)
 	require.GreaterOrEqual(t, granted, 4, "a late caller that retries 40 ms after the hint, in 7 s of windows every second")
 }
