@@ -193,8 +193,8 @@ func WithForeignWaiters(n int) Option {
 // default, 150, is a window every 3 s at 50 per second: under 1% of the
 // grants. 1 puts one in every interval, or every second when the
 // interval is shorter: such a late Redisson service is granted within
-// that and a tick, for
-// about 2% of the grants at 50 per second and 10% at 10 per second
+// that and a tick, for about 2% of the grants at 50 per second and 10% at
+// 10 per second
 // (docs/fairness.md, "Cost to a Go-only fleet"). Every Client of a limiter
 // must have the same setting: the windows hold a permit free only if all
 // of the limiter's Clients hold it at once. permits must be from 1 to
@@ -202,13 +202,7 @@ func WithForeignWaiters(n int) Option {
 //
 // default: 150.
 func WithProbeWindows(permits int) Option {
-	return func(c *Client) {
-		if permits < 1 || permits > maxProbeWindows {
-			c.err = errors.Join(c.err, invalid("probe windows every %d permits out of range [1, %d]", permits, maxProbeWindows))
-			return
-		}
-		c.probeN = int64(permits)
-	}
+	return probeOption("probe windows every", permits, func(c *Client) *int64 { return &c.probeN })
 }
 
 // WithProbeHold sets how many permits a probe window (WithProbeWindows)
@@ -217,25 +211,33 @@ func WithProbeWindows(permits int) Option {
 // window frees one, which a Redisson call for 5 cannot take, so such a
 // service that starts while Go callers keep the limiter busy otherwise
 // waits for the window where a minute starts, which frees every permit
-// for 50 ms. Each permit held costs the Go callers about a grant a window
-// (it idles until the next expiry). Every Client of a limiter must have
+// for 50 ms. Each permit held idles until the next expiry, so each should
+// cost the Go callers about a grant a window, as the one does (that cost
+// is measured for one permit only). Every Client of a limiter must have
 // the same setting. permits must be from 1 to 2^20; otherwise every call
 // fails with ErrInvalidArgument.
 //
 // default: 1.
 func WithProbeHold(permits int) Option {
-	return func(c *Client) {
-		if permits < 1 || permits > maxProbeWindows {
-			c.err = errors.Join(c.err, invalid("probe hold of %d permits out of range [1, %d]", permits, maxProbeWindows))
-			return
-		}
-		c.probeHold = int64(permits)
-	}
+	return probeOption("probe hold of", permits, func(c *Client) *int64 { return &c.probeHold })
 }
 
-// maxProbeWindows bounds WithProbeWindows (windows a day apart at 12 per
+// maxProbePermits bounds WithProbeWindows (windows a day apart at 12 per
 // second, far past what anyone would join by) and WithProbeHold.
-const maxProbeWindows = 1 << 20
+const maxProbePermits = 1 << 20
+
+// probeOption sets the field that field returns to permits, or fails the
+// Client with ErrInvalidArgument (what names the option) when permits is
+// not from 1 to maxProbePermits.
+func probeOption(what string, permits int, field func(*Client) *int64) Option {
+	return func(c *Client) {
+		if permits < 1 || permits > maxProbePermits {
+			c.err = errors.Join(c.err, invalid("%s %d permits out of range [1, %d]", what, permits, maxProbePermits))
+			return
+		}
+		*field(c) = int64(permits)
+	}
+}
 
 // WithLocalRefusals turns local refusals on (the default) or off. When
 // on, after Redis refuses a call of a limiter with a wait hint, this

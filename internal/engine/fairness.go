@@ -365,28 +365,18 @@ func (e *Engine) census(lim Limiter, key string) {
 	f.step(now, a, b)
 	if !was && f.shared(now) {
 		if c.atHint {
-			f.spread = atHintStart(c)
+			// Redisson 3.20 and earlier retry 3 ms after the expiry, so the
+			// waiters' first wakes after the join meet their retries at
+			// once, and the split this census read (the window filled while
+			// both sides called together) would replay until the first
+			// step, an interval on: many Go callers beside few
+			// slow-starting threads kept Java under 30% of its first 5 s
+			// that way (docs/fairness.md, "Redisson's retry"). So the
+			// spread starts at spreadAtHint, stepped once by this census.
+			f.spread, _ = stepped(spreadAtHint, b/(a+b), f.ceiling()) // b > 0: a join
 		}
 		e.joined(key, f, now)
 	}
-}
-
-// atHintStart returns the spread that a join's census c starts at beside
-// Redisson 3.20 and earlier: spreadAtHint, stepped once by the share the
-// census read, as f.step steps. Those versions retry 3 ms after the
-// expiry, so the waiters' first wakes after the join meet Redisson's
-// retries at once, and the split the join read (the window filled while
-// both sides called together) would replay until the controller's first
-// step, an interval on; many Go callers beside few slow-starting threads
-// kept Java under 30% of its first 5 s that way (docs/fairness.md,
-// "Redisson's retry").
-func atHintStart(c headcount) time.Duration {
-	share := float64(c.others) / float64(max(c.ours+c.others, 1))
-	if math.Abs(share-0.5) <= evenBand {
-		return spreadAtHint
-	}
-	d := time.Duration(float64(spreadAtHint) * math.Exp(spreadGain*(0.5-share)))
-	return min(max(d, spreadMin), spreadMax)
 }
 
 // joined re-arms the lane of a limiter that a census has just found
@@ -509,11 +499,21 @@ func (f *fleet) step(now time.Time, ours, others float64) {
 		return // Go only; a step within the interval the census reads; nothing counted
 	}
 	share := others / (ours + others) // 0 when the others hold none
-	if math.Abs(share-0.5) > evenBand {
-		next := time.Duration(float64(f.spread) * math.Exp(spreadGain*(0.5-share)))
-		f.spread = min(max(next, spreadMin), f.ceiling())
-		f.steppedAt = now
+	if next, ok := stepped(f.spread, share, f.ceiling()); ok {
+		f.spread, f.steppedAt = next, now
 	}
+}
+
+// stepped returns spread d moved toward an even split after a census
+// that read the others holding share s of the window: d multiplied by
+// exp(spreadGain*(0.5-s)), within spreadMin and ceiling; within evenBand
+// of an even split, d unchanged and false.
+func stepped(d time.Duration, s float64, ceiling time.Duration) (time.Duration, bool) {
+	if math.Abs(s-0.5) <= evenBand {
+		return d, false
+	}
+	next := time.Duration(float64(d) * math.Exp(spreadGain*(0.5-s)))
+	return min(max(next, spreadMin), ceiling), true
 }
 
 // The delay after its hint of one waiter's own wake is e.draw(f.spread)
