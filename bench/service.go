@@ -29,9 +29,13 @@ import (
 // svcDomain is the domain of the section's configuration.
 const svcDomain = "bench"
 
-// The services' names in the tables.
+// The services' names in the tables. svcFloor is no rate-limit service:
+// it answers every request OK without Redis (bench/grpcfloor), so its
+// decisions per second are the most the callers and grpc-go's server
+// leave room for on this machine.
 const (
 	svcOurs  = "ratelimiter serve"
+	svcFloor = "gRPC floor (answers OK, no decision)"
 	svcEnvoy = "envoyproxy/ratelimit"
 )
 
@@ -97,22 +101,23 @@ type svcBurst struct {
 
 // svcResult is the section's measurements.
 type svcResult struct {
-	names   []string // ours, Envoy's
+	names   []string // ours, the floor, Envoy's (last: the tables' reference)
 	envoy   string   // how Envoy's service was obtained
 	callers int
 	rounds  int
 	round   time.Duration
 	shapes  []svcShape
 	samples [][][]svcSample // by shape, service, round
-	bursts  []svcBurst      // by service
+	bursts  []svcBurst      // ours, Envoy's (the floor grants everything)
 	rate    int             // the bursts' limit per second
 	nBursts int
 }
 
-// service runs the section: builds ours, finds or builds Envoy's
-// (envoyBin, when given, is its binary), starts both on the Redis at
-// addr, runs every shape in plan.svcRounds rounds alternating the two,
-// then the boundary bursts, and stops them.
+// service runs the section: builds ours and the floor, finds or builds
+// Envoy's (envoyBin, when given, is its binary), starts them (the two
+// services on the Redis at addr), runs every shape in plan.svcRounds
+// rounds alternating the three, then the two services' boundary bursts,
+// and stops them.
 func (b *bench) service(ctx context.Context, addr, envoyBin string) (*svcResult, error) {
 	dir, err := os.MkdirTemp("", "ratelimiter-bench-service-")
 	if err != nil {
@@ -128,7 +133,11 @@ func (b *bench) service(ctx context.Context, addr, envoyBin string) (*svcResult,
 			return nil, err
 		}
 	}
-	procs, err := b.startServices(ctx, dir, addr, oursBin, envoyBin)
+	floorBin, err := buildFloor(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	procs, err := b.startServices(ctx, dir, addr, oursBin, floorBin, envoyBin)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +146,7 @@ func (b *bench) service(ctx context.Context, addr, envoyBin string) (*svcResult,
 			p.stop()
 		}
 	}()
-	res := &svcResult{names: []string{svcOurs, svcEnvoy}, callers: b.plan.svcCallers, rounds: b.plan.svcRounds,
+	res := &svcResult{names: []string{svcOurs, svcFloor, svcEnvoy}, callers: b.plan.svcCallers, rounds: b.plan.svcRounds,
 		round: b.plan.svcRound, shapes: b.plan.svcShapes(), rate: b.plan.svcBurstRate, nBursts: b.plan.svcBursts,
 		envoy: fmt.Sprintf("%s@%s, built with go install", envoyRatelimitModule, envoyRatelimitVersion)}
 	for _, s := range res.shapes {
@@ -166,7 +175,7 @@ func (b *bench) service(ctx context.Context, addr, envoyBin string) (*svcResult,
 		res.samples = append(res.samples, all)
 		b.progress("service, %s: done", s.name)
 	}
-	for _, p := range procs {
+	for _, p := range []*svcProc{procs[0], procs[2]} {
 		bs, err := b.svcBursts(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("%s, boundary bursts: %w", p.name, err)
@@ -182,13 +191,13 @@ func (b *bench) service(ctx context.Context, addr, envoyBin string) (*svcResult,
 	return res, nil
 }
 
-// startServices writes the configuration for both and starts them, ours
-// first. Both keep their defaults but for where they listen, where Redis
+// startServices writes the configuration for both services and starts
+// ours, the floor and Envoy's, in that order. Both keep their defaults but for where they listen, where Redis
 // is and a prefix for their keys (ours --name-prefix, Envoy's
 // CACHE_KEY_PREFIX), so that the run touches only keys under b.prefix;
 // and Envoy's USE_STATSD=false, as no statsd runs here (its default
 // sends UDP to localhost:8125).
-func (b *bench) startServices(ctx context.Context, dir, addr, oursBin, envoyBin string) ([]*svcProc, error) {
+func (b *bench) startServices(ctx context.Context, dir, addr, oursBin, floorBin, envoyBin string) ([]*svcProc, error) {
 	cfg := []byte(b.plan.svcConfig())
 	oursDir := filepath.Join(dir, "ours")
 	envoyDir := filepath.Join(dir, "envoy", "ratelimit", "config") // RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config
@@ -200,7 +209,7 @@ func (b *bench) startServices(ctx context.Context, dir, addr, oursBin, envoyBin 
 			return nil, err
 		}
 	}
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -226,12 +235,19 @@ func (b *bench) startServices(ctx context.Context, dir, addr, oursBin, envoyBin 
 		}
 		env = append(env, "REDIS_AUTH="+auth)
 	}
-	envoy, err := startSvc(ctx, svcEnvoy, envoyBin, nil, env, fmt.Sprintf("127.0.0.1:%d", ports[2]), b.plan.svcCallers)
+	floorAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
+	floor, err := startSvc(ctx, svcFloor, floorBin, []string{floorAddr}, nil, floorAddr, b.plan.svcCallers)
 	if err != nil {
 		ours.stop()
 		return nil, err
 	}
-	return []*svcProc{ours, envoy}, nil
+	envoy, err := startSvc(ctx, svcEnvoy, envoyBin, nil, env, fmt.Sprintf("127.0.0.1:%d", ports[2]), b.plan.svcCallers)
+	if err != nil {
+		ours.stop()
+		floor.stop()
+		return nil, err
+	}
+	return []*svcProc{ours, floor, envoy}, nil
 }
 
 // svcTouchAll sends every request once, from all the callers.
@@ -391,11 +407,13 @@ func (r *svcResult) write(w io.Writer) {
 		"Envoy's CACHE_KEY_PREFIX) and Envoy's USE_STATSD=false (no statsd runs here). %s: %s, a fixed window per unit "+
 		"(INCRBY and EXPIRE pipelined per request, a pool of 10 connections). %s: this checkout's cmd/ratelimiter, a "+
 		"Redisson sliding-window limiter per descriptor (concurrent requests for one limiter combined into one script call; "+
-		"a refused ask refused again locally, without Redis, until the refused permits leave the window). The callers, "+
-		"both services and Redis share the machine's cores. Every descriptor is sent once before the rounds; %d round(s) of %v "+
+		"a refused ask refused again locally, without Redis, until the refused permits leave the window). %s: "+
+		"a grpc-go server with its defaults that answers every request OK at once, without Redis (bench/grpcfloor): the most "+
+		"decisions/s the callers and a gRPC server leave room for here, whatever the service decides with. The callers, "+
+		"the services and Redis share the machine's cores. Every descriptor is sent once before the rounds; %d round(s) of %v "+
 		"per service and shape (after a fifth of it as warm-up), the services alternated in each; medians of the rounds. "+
 		"Redis CPU from INFO cpu (the whole server), the service's CPU from /proc; x is the ratio to %s's median.\n\n",
-		r.callers, svcEnvoy, r.envoy, svcOurs, r.rounds, r.round, svcEnvoy)
+		r.callers, svcEnvoy, r.envoy, svcOurs, svcFloor, r.rounds, r.round, svcEnvoy)
 	fmt.Fprint(w, "| shape | service | decisions/s | x | Redis CPU µs/decision | x | Redis commands/decision | service CPU µs/decision | granted | p50 µs | p99 µs | decisions/s, each round |\n")
 	fmt.Fprint(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
@@ -424,7 +442,7 @@ func (r *svcResult) write(w io.Writer) {
 		"answer, lies within one second less %v (the resolution of the sliding window's records, as in the fleet section); "+
 		"it never counts more than a window held, so above 1.00x the limit was exceeded.\n\n", r.rate, r.callers, r.nBursts, stampResolution)
 	fmt.Fprint(w, "| service | most grants in a second, by return time | / limit | proven in one window | / limit | grants in the bursts |\n|---|---:|---:|---:|---:|---:|\n")
-	for i, name := range r.names {
+	for i, name := range []string{svcOurs, svcEnvoy} {
 		bs := r.bursts[i]
 		fmt.Fprintf(w, "| %s | %d | %.2fx | %d | %.2fx | %d |\n", name, bs.byReturn, float64(bs.byReturn)/float64(r.rate),
 			bs.proven, float64(bs.proven)/float64(r.rate), bs.grants)
@@ -447,19 +465,25 @@ func (r *svcResult) targets() []string {
 		}
 		return "does not hold"
 	}
-	ratio := func(si int, f func(svcSample) float64) float64 {
-		return svcMed(r.samples[si][0], f) / svcMed(r.samples[si][1], f)
+	ref := len(r.names) - 1 // Envoy's
+	ratio := func(si, i int, f func(svcSample) float64) float64 {
+		return svcMed(r.samples[si][i], f) / svcMed(r.samples[si][ref], f)
 	}
 	perSec := func(x svcSample) float64 { return x.perSec }
 	cpu := func(x svcSample) float64 { return x.cpuUs }
-	hotPer, hotCPU := ratio(0, perSec), ratio(0, cpu)
+	hotPer, hotCPU, floorPer := ratio(0, 0, perSec), ratio(0, 0, cpu), ratio(0, 1, perSec)
 	users := len(r.shapes) - 1
-	userPer := ratio(users, perSec)
+	userPer := ratio(users, 0, perSec)
+	reach := "below 2x: no service that answers this API reaches the target in this harness on this machine"
+	if floorPer >= 2 {
+		reach = "at or above 2x"
+	}
 	return []string{
-		fmt.Sprintf("%s: at least 2x the decisions/s at at most 0.5x the Redis CPU per decision: %.2fx and %.2fx, %s",
-			r.shapes[0].name, hotPer, hotCPU, verdict(hotPer >= 2 && hotCPU <= 0.5)),
+		fmt.Sprintf("%s: at least 2x the decisions/s at at most 0.5x the Redis CPU per decision: %.2fx and %.2fx, %s "+
+			"(the gRPC floor, which decides nothing, ran %.2fx: %s)",
+			r.shapes[0].name, hotPer, hotCPU, verdict(hotPer >= 2 && hotCPU <= 0.5), floorPer, reach),
 		fmt.Sprintf("%s: at least the decisions/s: %.2fx, %s (Redis CPU per decision %.1f µs against %.1f µs, %.2fx)",
-			r.shapes[users].name, userPer, verdict(userPer >= 1), svcMed(r.samples[users][0], cpu), svcMed(r.samples[users][1], cpu), ratio(users, cpu)),
+			r.shapes[users].name, userPer, verdict(userPer >= 1), svcMed(r.samples[users][0], cpu), svcMed(r.samples[users][ref], cpu), ratio(users, 0, cpu)),
 		fmt.Sprintf("boundary bursts: no window over the limit: at most %d grants proven in a window against a limit of %d, %s "+
 			"(by return time %d; %s's fixed window: %d proven, %d by return time)",
 			r.bursts[0].proven, r.rate, verdict(r.bursts[0].proven <= r.rate), r.bursts[0].byReturn, svcEnvoy, r.bursts[1].proven, r.bursts[1].byReturn),

@@ -23,7 +23,8 @@ import (
 
 // The two rate-limit services of the service section, each run as its own
 // process against the bench's Redis: `ratelimiter serve`, built from this
-// checkout, and Envoy's own service, built from its Go module.
+// checkout, and Envoy's own service, built from its Go module; and the
+// section's floor (bench/grpcfloor), which answers without Redis.
 
 // envoyRatelimitVersion is the envoyproxy/ratelimit the section runs: the
 // module proxy lists no release of it (go list -m -versions is empty),
@@ -84,6 +85,22 @@ func buildRatelimiter(ctx context.Context, dir string) (string, error) {
 	cmd.Env = append(os.Environ(), "GOWORK="+work)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building cmd/ratelimiter: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// buildFloor builds the section's floor (bench/grpcfloor) into dir and
+// returns the binary's path.
+func buildFloor(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/goredisson/ratelimiter/bench").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the bench module: %w", err)
+	}
+	bin := filepath.Join(dir, "grpcfloor")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./grpcfloor")
+	cmd.Dir = strings.TrimSpace(string(out))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the gRPC floor: %w\n%s", err, out)
 	}
 	return bin, nil
 }
