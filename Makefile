@@ -177,9 +177,8 @@ $(ENVOY_RATELIMIT):
 # The yardstick (bench/, its own module): this library beside Java Redisson
 # 4.7.0, redis_rate (GCRA) and the classic algorithms on one throwaway
 # redis-server (or BENCH_ARGS=--url=redis://host:port); markdown tables on
-# stdout, SVG charts into docs/bench/. About 9 minutes on 2 cores: 7 min 26 s on
-# 2026-11-25 before the service section, which took 1 min 29 s alone
-# (--service-only) on 2026-11-27.
+# stdout, SVG charts into docs/bench/. About 12 minutes on 2 cores (11 min
+# 58 s on 2026-11-28; the service section alone, --service-only, 2 min 13 s).
 bench: deps-redis deps-java $(ENVOY_RATELIMIT)
 	bash internal/compat/build-peer.sh 4.7.0
 	cd bench && $(WORK) $(GO) run . --charts ../docs/bench --envoy-ratelimit $(ENVOY_RATELIMIT) $(BENCH_ARGS)

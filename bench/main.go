@@ -60,7 +60,7 @@ type options struct {
 func main() {
 	o := options{out: os.Stdout, log: os.Stderr}
 	flag.StringVar(&o.url, "url", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port); default: start a throwaway redis-server")
-	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (about two minutes) instead of the full run (about nine)")
+	flag.BoolVar(&o.quick, "quick", false, "run every measurement briefly (about two minutes) instead of the full run (about twelve)")
 	flag.StringVar(&o.charts, "charts", "", "write the SVG charts into this directory")
 	flag.BoolVar(&o.noJava, "no-java", false, "leave Java Redisson out")
 	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet section (Clients sharing one limiter) and print its tables")

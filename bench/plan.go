@@ -61,7 +61,7 @@ type plan struct {
 	svcBursts    int           // second boundaries the bursts hammer
 }
 
-// fullPlan is `make bench`: about 9 minutes on a 2-core machine.
+// fullPlan is `make bench`: about 12 minutes on a 2-core machine.
 var fullPlan = plan{
 	name:             "full",
 	rounds:           3,
