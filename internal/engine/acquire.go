@@ -43,7 +43,7 @@ func (e *Engine) Try(ctx context.Context, t Target, n int64, detail bool) Outcom
 	if e.maxBatch == 1 {
 		a = e.direct(ctx, t, n, detail)
 	} else {
-		a = e.submit(newRequest(ctx, t, n, detail))
+		a = e.tryLane(ctx, t, n, detail)
 	}
 	if !e.noLocal && a.err == nil && a.v.Err == nil {
 		e.refusals.note(t.LaneKey(), n, a.v.Res, a.sentAt, e.clock())

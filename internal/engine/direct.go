@@ -14,11 +14,17 @@ import (
 // even while Redis stalls; permits that an abandoned call granted are
 // given back when its reply comes (Engine.call).
 func (e *Engine) direct(ctx context.Context, t Target, n int64, detail bool) answer {
+	return e.directLeave(ctx, nil, t, n, detail)
+}
+
+// directLeave is direct with call's leave: the caller returns when leave
+// ends, while the script call goes on under ctx.
+func (e *Engine) directLeave(ctx, leave context.Context, t Target, n int64, detail bool) answer {
 	form := Form{Kind: Single}
 	if detail {
 		form.Kind = Table
 	}
-	b := e.call(ctx, nil, t, form, []int64{n})
+	b := e.call(ctx, leave, t, form, []int64{n})
 	a := answer{err: b.Err, roundTrip: b.RoundTrip, sentAt: b.SentAt, batch: 1}
 	if b.Err == nil {
 		a.v = b.Verdicts[0]

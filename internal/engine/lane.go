@@ -128,6 +128,45 @@ func (e *Engine) submit(q *request) answer {
 	return e.await(l, q)
 }
 
+// tryLane decides a non-blocking acquisition through its lane. When the
+// lane is idle and no lease applies, the caller makes the lane's call
+// itself, as the lane would (serve): nothing else waits on it, so it needs
+// no request and no channel (per-user limiters, each seldom asked twice at once,
+// take this way nearly always; docs/performance.md, "Many limiters").
+// Requests that queued meanwhile go in the lane's next call, as after
+// any call. A busy lane queues the request (submit).
+func (e *Engine) tryLane(ctx context.Context, t Target, n int64, detail bool) answer {
+	if e.leases != nil {
+		return e.submit(newRequest(ctx, t, n, detail))
+	}
+	e.lanes.mu.Lock()
+	l := e.lanes.get(t.LaneKey())
+	if l.busy {
+		q := newRequest(ctx, t, n, detail)
+		l.pending = append(l.pending, q)
+		e.lanes.mu.Unlock()
+		return e.await(l, q)
+	}
+	l.busy = true
+	e.lanes.mu.Unlock()
+	// As a lane's call: one the caller leaves goes on, and what it grants
+	// is given back (call), rather than ending with the caller's context.
+	cctx, cancel := callContext(ctx)
+	a := e.directLeave(cctx, ctx, t, n, detail)
+	cancel()
+	e.lanes.mu.Lock()
+	batch, strict := e.next(l)
+	if batch == nil {
+		l.busy = false
+		e.lanes.dropIfIdle(l)
+	}
+	e.lanes.mu.Unlock()
+	if batch != nil {
+		go e.run(l, batch, strict, false)
+	}
+	return a
+}
+
 // start runs the lane's script calls from batch on. A request that found
 // its lane idle runs the first call on its own goroutine, as an
 // uncombined call would (call still lets it leave when its context ends
@@ -375,6 +414,19 @@ func (e *Engine) giveBack(p Target, n int64) {
 	_ = e.Release(ctx, p, n)
 }
 
+// callContext is SharedContext for one caller's context: its values and
+// deadline, never canceled before that deadline.
+func callContext(c context.Context) (context.Context, context.CancelFunc) {
+	if c.Done() == nil {
+		return c, noCancel
+	}
+	base := context.WithoutCancel(c)
+	if dl, ok := c.Deadline(); ok {
+		return context.WithDeadline(base, dl)
+	}
+	return base, noCancel
+}
+
 // noCancel is SharedContext's cancel for a context it did not make (a
 // package func: a literal in a generic function captures its dictionary,
 // an allocation per call).
@@ -391,6 +443,9 @@ func batchContext(batch []*request) (context.Context, context.CancelFunc) {
 // ending at the latest deadline among them, or never if one of them has
 // none.
 func SharedContext[T any](items []T, ctx func(T) context.Context) (context.Context, context.CancelFunc) {
+	if len(items) == 1 {
+		return callContext(ctx(items[0]))
+	}
 	base := ctx(items[0])
 	if base.Done() != nil {
 		base = context.WithoutCancel(base) // (one that can never end is its own)
