@@ -149,8 +149,9 @@ func (e *Engine) tryLane(ctx context.Context, t Target, n int64, detail bool) an
 	}
 	l.busy = true
 	e.lanes.mu.Unlock()
-	// As a lane's call: one the caller leaves goes on, and what it grants
-	// is given back (call), rather than ending with the caller's context.
+	// As serve makes a lane's call: under the caller's values and deadline
+	// (callContext), returning when the caller's context ends (leave); what
+	// a call left that way grants is given back (call).
 	cctx, cancel := callContext(ctx)
 	a := e.directLeave(cctx, ctx, t, n, detail)
 	cancel()
