@@ -56,6 +56,7 @@ func TestFailoverSentinelRealTime(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		res, switches := runRealTimeFailover(ctx, t)
 		if switches <= 1 || attempt == 2 {
+			require.NoError(t, res.err)
 			res.assert(t)
 			return
 		}
@@ -78,6 +79,9 @@ const (
 
 // rtResult is what one run of the scenario saw.
 type rtResult struct {
+	// err: the failover or the first grant after it did not come in time
+	// (the rest of the result is then empty).
+	err          error
 	grants       []redistest.Grant
 	killAt       time.Time // just before the kill
 	killed       time.Time // the old master's port is closed
@@ -254,10 +258,15 @@ func runRealTimeFailover(ctx context.Context, t *testing.T) (rtResult, int) {
 		}
 	}
 	stopWorkers()
-	require.NoError(t, err)
 	close(panics)
 	for p := range panics {
 		t.Errorf("worker panicked: %s", p)
+	}
+	if err != nil {
+		// Returned with the switches: a run in which the sentinels
+		// failed over twice (a stalled host) can also miss the 10 s,
+		// and is run again as any such run is.
+		return rtResult{err: err}, switches()
 	}
 	// The records as the new master holds them at the end, read before
 	// the pollers stop: the reads of the new master have no gap that a
