@@ -146,8 +146,9 @@ func WithMaxBatch(n int) Option {
 // probe window (every period of the wall clock that holds 150 permits of
 // the limiter's rate, in whole intervals, at least a second: 3 s at 50
 // per second; WithProbeWindows sets the 150) their calls leave a permit
-// (WithProbeHold: more) free for 110 ms, which holds back the callers that call then (every
-// permit for 50 ms, in the window where each minute starts).
+// (WithProbeHold: more) free for 110 ms, which holds back the callers that
+// call then (every permit for 50 ms, in the window where each minute
+// starts).
 // Off: waiters always wake together on their hint, and no census is
 // read. Composites' waiters always wake on their hint. Fair wakes need
 // the waiter queue: with WithMaxBatch(1) they are off.
@@ -194,10 +195,9 @@ func WithForeignWaiters(n int) Option {
 // grants. 1 puts one in every interval, or every second when the
 // interval is shorter: such a late Redisson service is granted within
 // that and a tick, for about 2% of the grants at 50 per second and 10% at
-// 10 per second
-// (docs/fairness.md, "Cost to a Go-only fleet"). Every Client of a limiter
-// must have the same setting: the windows hold a permit free only if all
-// of the limiter's Clients hold it at once. permits must be from 1 to
+// 10 per second (docs/fairness.md, "Cost to a Go-only fleet"). Every
+// Client of a limiter must have the same setting: the windows hold a
+// permit free only if all of the limiter's Clients hold it at once. permits must be from 1 to
 // 2^20; otherwise every call fails with ErrInvalidArgument.
 //
 // default: 150.

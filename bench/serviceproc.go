@@ -68,11 +68,10 @@ func envoyRatelimitBinary(ctx context.Context, log func(string, ...any)) (string
 // the CLI's own workspace (the core and the CLI, as make cli-work writes
 // it), and returns the binary's path.
 func buildRatelimiter(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/goredisson/ratelimiter").Output()
+	root, err := moduleDir(ctx, "github.com/goredisson/ratelimiter")
 	if err != nil {
-		return "", fmt.Errorf("finding the core module (the bench runs in the repository's workspace): %w", err)
+		return "", err
 	}
-	root := strings.TrimSpace(string(out))
 	work := filepath.Join(dir, "cli.work")
 	ws := fmt.Sprintf("go 1.26.0\n\nuse (\n\t%s\n\t%s\n)\n\nreplace github.com/goredisson/ratelimiter v0.1.0 => %s\n",
 		root, filepath.Join(root, "cmd", "ratelimiter"), root)
@@ -89,16 +88,26 @@ func buildRatelimiter(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// moduleDir returns the directory of module path in the bench's
+// workspace (the repository's go.work).
+func moduleDir(ctx context.Context, path string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", path).Output()
+	if err != nil {
+		return "", fmt.Errorf("finding module %s (the bench runs in the repository's workspace): %w", path, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // buildFloor builds the section's floor (bench/grpcfloor) into dir and
 // returns the binary's path.
 func buildFloor(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/goredisson/ratelimiter/bench").Output()
+	benchDir, err := moduleDir(ctx, "github.com/goredisson/ratelimiter/bench")
 	if err != nil {
-		return "", fmt.Errorf("finding the bench module: %w", err)
+		return "", err
 	}
 	bin := filepath.Join(dir, "grpcfloor")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./grpcfloor")
-	cmd.Dir = strings.TrimSpace(string(out))
+	cmd.Dir = benchDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the gRPC floor: %w\n%s", err, out)
 	}

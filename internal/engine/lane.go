@@ -118,13 +118,11 @@ func (e *Engine) submit(q *request) answer {
 	e.lanes.mu.Lock()
 	l := e.lanes.get(q.p.LaneKey())
 	if l.busy {
-		l.pending = append(l.pending, q)
-		e.lanes.mu.Unlock()
-	} else {
-		l.busy = true
-		e.lanes.mu.Unlock()
-		e.start(l, []*request{q}, false)
+		return e.queue(l, q)
 	}
+	l.busy = true
+	e.lanes.mu.Unlock()
+	e.start(l, []*request{q}, false)
 	return e.await(l, q)
 }
 
@@ -142,10 +140,7 @@ func (e *Engine) tryLane(ctx context.Context, t Target, n int64, detail bool) an
 	e.lanes.mu.Lock()
 	l := e.lanes.get(t.LaneKey())
 	if l.busy {
-		q := newRequest(ctx, t, n, detail)
-		l.pending = append(l.pending, q)
-		e.lanes.mu.Unlock()
-		return e.await(l, q)
+		return e.queue(l, newRequest(ctx, t, n, detail))
 	}
 	l.busy = true
 	e.lanes.mu.Unlock()
@@ -155,17 +150,31 @@ func (e *Engine) tryLane(ctx context.Context, t Target, n int64, detail bool) an
 	cctx, cancel := callContext(ctx)
 	a := e.directLeave(cctx, ctx, t, n, detail)
 	cancel()
+	if batch, strict := e.nextOrIdle(l); batch != nil {
+		go e.run(l, batch, strict, false)
+	}
+	return a
+}
+
+// queue puts q in busy lane l's next call, with mu held (it unlocks), and
+// waits for its answer (await).
+func (e *Engine) queue(l *lane, q *request) answer {
+	l.pending = append(l.pending, q)
+	e.lanes.mu.Unlock()
+	return e.await(l, q)
+}
+
+// nextOrIdle takes the lane's next batch after a call (next); with none,
+// the lane is idle, and dropped when nothing uses it.
+func (e *Engine) nextOrIdle(l *lane) ([]*request, bool) {
 	e.lanes.mu.Lock()
+	defer e.lanes.mu.Unlock()
 	batch, strict := e.next(l)
 	if batch == nil {
 		l.busy = false
 		e.lanes.dropIfIdle(l)
 	}
-	e.lanes.mu.Unlock()
-	if batch != nil {
-		go e.run(l, batch, strict, false)
-	}
-	return a
+	return batch, strict
 }
 
 // start runs the lane's script calls from batch on. A request that found
@@ -224,15 +233,9 @@ func (e *Engine) run(l *lane, batch []*request, strict, inline bool) {
 			leave = batch[0].ctx
 		}
 		e.serve(l, batch, strict, leave)
-		e.lanes.mu.Lock()
-		batch, strict = e.next(l)
-		if batch == nil {
-			l.busy = false
-			e.lanes.dropIfIdle(l)
-			e.lanes.mu.Unlock()
+		if batch, strict = e.nextOrIdle(l); batch == nil {
 			return
 		}
-		e.lanes.mu.Unlock()
 		if inline {
 			go e.run(l, batch, strict, false)
 			return
