@@ -15,7 +15,7 @@ import (
 // instructions per call as callgrind counts them (everything Redis does for
 // the call, its network handling included).
 type Instructions struct {
-	Path     string  // "granted" or "refused"
+	Path     string  // "granted", "refused" or "settling"
 	Records  int     // records in each limiter's window while counting
 	Redisson float64 // Redisson's tryAcquire(1), through the peer
 	Go       float64 // this library's TryAcquire(ctx, 1), one caller
@@ -25,15 +25,20 @@ type Instructions struct {
 	OneCommand    float64 // a script that runs one EXISTS, for scale
 }
 
-// instructionPaths: an hour-long window, so nothing leaves it while
-// counting; granted holds fill records, refused is full at 10.
+// instructionPaths: granted and refused have an hour-long window, so
+// nothing leaves it while counting; granted holds fill records, refused
+// is full at 10. settling has a 1 ms window: under callgrind a call takes
+// longer than that, so every call frees the record of the call before it
+// and is granted, as on a busy limiter far from its rate.
 var instructionPaths = []struct {
 	name    string
 	cfg     ratelimiter.Config
 	granted bool
+	settle  bool
 }{
-	{"granted", ratelimiter.Config{Rate: 1_000_000, Interval: time.Hour}, true},
-	{"refused", ratelimiter.Config{Rate: 10, Interval: time.Hour}, false},
+	{"granted", ratelimiter.Config{Rate: 1_000_000, Interval: time.Hour}, true, false},
+	{"refused", ratelimiter.Config{Rate: 10, Interval: time.Hour}, false, false},
+	{"settling", ratelimiter.Config{Rate: 1_000_000, Interval: time.Millisecond}, true, true},
 }
 
 // ScriptInstructions counts, on the server cg (whose client is rdb), the
@@ -52,21 +57,37 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 	var out []Instructions
 	for _, path := range instructionPaths {
 		records := min(fill, int(path.cfg.Rate))
+		if path.settle {
+			records = 1
+		}
+		refused := 0 // calls counted that were not granted (settling)
 		names := map[string]string{"redisson": prefix + path.name + ".redisson", "go": prefix + path.name + ".go",
 			"goclient": prefix + path.name + ".goclient"}
 		goCalls := func(c *ratelimiter.Client, name string) func(k int) error {
 			return func(k int) error {
 				l := c.Limiter(name)
 				for i := 0; i < k; i++ {
-					if _, err := l.TryAcquire(ctx, 1); err != nil {
+					ok, err := l.TryAcquire(ctx, 1)
+					if err != nil {
 						return err
+					}
+					if !ok {
+						refused++
 					}
 				}
 				return nil
 			}
 		}
 		calls := map[string]func(k int) error{
-			"redisson": func(k int) error { _, err := peer.Do(ctx, "bench", names["redisson"], k); return err },
+			"redisson": func(k int) error {
+				r, err := peer.Do(ctx, "bench", names["redisson"], k)
+				var granted, no int
+				if _, serr := fmt.Sscan(r, &granted, &no); err == nil && serr != nil {
+					err = fmt.Errorf("redisson: bench answered %q: %w", r, serr)
+				}
+				refused += no
+				return err
+			},
 			"go":       goCalls(g, names["go"]),
 			"goclient": goCalls(gc, names["goclient"]),
 		}
@@ -108,13 +129,29 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 		if err != nil {
 			return nil, err
 		}
-		if err := checkPath(ctx, g, names, path.cfg.Rate, records, n, path.granted); err != nil {
+		if path.settle {
+			err = checkSettled(ctx, g, names, path.cfg, refused)
+		} else {
+			err = checkPath(ctx, g, names, path.cfg.Rate, records, n, path.granted)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s path: %w", path.name, err)
 		}
 		per := func(v int64) float64 { return float64(v) / float64(n) }
 		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per(java), Go: per(ours), GoClientClock: per(oursClient), OneCommand: per(base)})
 	}
 	return out, nil
+}
+
+// checkSettled fails unless every call counted on the settling path
+// was granted and each limiter holds its whole rate once its window has
+// passed (every record was released).
+func checkSettled(ctx context.Context, g *ratelimiter.Client, names map[string]string, cfg ratelimiter.Config, refused int) error {
+	if refused > 0 {
+		return fmt.Errorf("%d calls refused on a limiter of %d permits a %v (the calls did not take the path counted)", refused, cfg.Rate, cfg.Interval)
+	}
+	time.Sleep(2 * cfg.Interval) // the last records leave the window
+	return checkPath(ctx, g, names, cfg.Rate, 0, 0, false)
 }
 
 // checkPath fails unless each limiter has the permits left that its calls

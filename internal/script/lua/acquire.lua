@@ -92,7 +92,10 @@ local stored = redis.call('GET', valueKey)
 if not string.find((stored or c[1]) .. ' ' .. c[1] .. ' ' .. c[2] .. ' ' .. (c[4] or '0'), '^%-?%d+ %d+ %d+ %d+$') then
   return redis.error_reply('RLSTATE config or value fields are not decimal integers')
 end
-local rate, interval, keep, value = c[1] + 0, c[2] + 0, (c[4] or '0') + 0, (stored or c[1]) + 0
+local rate, interval, keep, value = c[1] + 0, c[2] + 0, 0, (stored or c[1]) + 0
+if c[4] and c[4] ~= '0' then
+  keep = c[4] + 0
+end
 if rate < 1 or interval < 1 or rate > MAX or interval > MAXMS or keep > MAXMS or value > MAX or value < -MAX then
   return redis.error_reply('RLSTATE a field is empty, rate or interval is below 1, or a field is beyond 2^53-1 (interval and keep-alive 9223372036854 ms)')
 end
@@ -106,7 +109,8 @@ if not single and #form > 2 then
   hold = string.sub(form, 3) + 0
   form = string.sub(form, 1, 1)
 end
-if single and ARGV[4] + 0 > rate then
+local one = single and ARGV[4] + 0
+if one and one > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
 -- mirrors lib.lua: clock(), and takes 13 digits and a '.' for the
@@ -145,7 +149,10 @@ for i = 1, #old do
     released = released + a + b * 256 + c * 65536 + d * 16777216
   end
 end
-local changed, lost = not stored, 0
+-- changed: the value key is set anew (SET); otherwise it goes down by
+-- what the call grants less what its settle freed (one DECRBY, or none
+-- when they cancel, as they do on a busy limiter far from its rate).
+local changed, lost, freed = not stored, 0, 0
 if not stored or value + released > rate then
   -- The value key is gone while records remain (an evicting policy), or
   -- permits came back that the records still hold (a Redisson release or
@@ -174,8 +181,7 @@ if not stored or value + released > rate then
   end
   changed = true
 elseif #old > 0 then
-  value = value + released
-  changed = true
+  value, freed = value + released, released
 end
 
 -- Decide each request in order. On the first refusal (or at once for a
@@ -191,11 +197,14 @@ if not single then
   out = {}
 end
 for i = 4, #ARGV do
-  local n = ARGV[i] + 0
+  local n = one or ARGV[i] + 0
   if not first and (value < n or not single) then
     local from = #old
     if from == 0 then
       from = '0' -- Redis formats a Lua number argument with %.17g: a string is cheaper
+    end
+    if from ~= '0' then
+      from = string.format('%d', from)
     end
     first = redis.call('ZRANGE', permitsKey, from, from, 'WITHSCORES')
   end
@@ -227,7 +236,8 @@ for i = 4, #ARGV do
         window = window or {}
         r = window[k]
         if not r then
-          r = redis.call('ZRANGE', permitsKey, #old + k - 1, #old + k - 1, 'WITHSCORES')
+          local at = string.format('%d', #old + k - 1)
+          r = redis.call('ZRANGE', permitsKey, at, at, 'WITHSCORES')
           window[k] = r
         end
       end
@@ -298,7 +308,7 @@ if acl then
     end
     w = true
   end
-  local vc = changed and 'SET' or (total > 0 and 'DECRBY')
+  local vc = changed and 'SET' or (total ~= freed and 'DECRBY')
   if vc and not deny then
     if w and not acl(vc, valueKey) then
       deny = string.lower(vc)
@@ -339,10 +349,14 @@ if lost > 0 then
   redis.call('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
 end
 if #old > 0 then
-  redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
+  local last = '0'
+  if #old > 1 then
+    last = #old <= 10 and string.sub('0123456789', #old, #old) or string.format('%d', #old - 1)
+  end
+  redis.call('ZREMRANGEBYRANK', permitsKey, '0', last)
 end
 if changed then
-  redis.call('SET', valueKey, value)
+  redis.call('SET', valueKey, string.format('%d', value))
 elseif total > 0 and plain then
   local r = redis.pcall('DECRBY', valueKey, single and ARGV[4] or total)
   if r ~= value then
@@ -353,16 +367,17 @@ elseif total > 0 and plain then
     redis.pcall('ZREM', permitsKey, member)
     return r
   end
-elseif total > 0 then
-  redis.call('DECRBY', valueKey, single and ARGV[4] or total)
+elseif total ~= freed then
+  redis.call('DECRBY', valueKey, (single and freed == 0) and ARGV[4] or string.format('%d', total - freed))
 end
 
 -- mirrors lib.lua: refresh()
 if keep > 0 then
-  redis.call('PEXPIRE', KEYS[1], keep)
-  redis.call('PEXPIRE', valueKey, keep)
-  redis.call('PEXPIRE', permitsKey, keep)
+  redis.call('PEXPIRE', KEYS[1], c[4])
+  redis.call('PEXPIRE', valueKey, c[4])
+  redis.call('PEXPIRE', permitsKey, c[4])
 elseif ttl > 0 then
+  ttl = string.format('%d', ttl)
   redis.call('PEXPIRE', valueKey, ttl)
   redis.call('PEXPIRE', permitsKey, ttl)
 end

@@ -18,9 +18,19 @@
 -- for each: a table made per call costs Redis more than the script call
 -- this saves.
 local keys, args, out = {}, {}, {}
-local k, a, nk0, na0 = 0, 2, 0, 0
+local k, a, nk0, na0, sk, sa = 0, 2, 0, 0, nil, nil
 for i = 1, ARGV[1] + 0 do
-  local nk, na = ARGV[a] + 0, ARGV[a + 1] + 0
+  -- A call's counts are most often the last call's: Lua strings are
+  -- interned, so comparing them costs less than converting them.
+  local nk, na = nk0, na0
+  if ARGV[a] ~= sk then
+    sk = ARGV[a]
+    nk = sk + 0
+  end
+  if ARGV[a + 1] ~= sa then
+    sa = ARGV[a + 1]
+    na = sa + 0
+  end
   for j = 1, nk do
     keys[j] = KEYS[k + j]
   end
