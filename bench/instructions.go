@@ -64,7 +64,8 @@ func (r *results) instructionTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "A second redis-server run under valgrind's callgrind; instructions it executes per call (everything "+
 		"Redis does for it, network handling included) while each side makes %d calls, one caller, on a limiter of its "+
-		"own in the same state (an hour-long window; granted: %d records in it; refused: full at 10). "+
+		"own in the same state (granted and refused: an hour-long window, granted with %d records in it, refused full at 10; "+
+		"settling: a 1 ms window, so that each call frees the record of the one before, as on a busy limiter). "+
 		"(x) is the ratio to %s.\n\n", r.plan.instrCalls, r.plan.instrFill, redissonName)
 	fmt.Fprint(w, "| path | records in the window | Redisson | this library | on the client's clock | one-command script |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, c := range r.instr.counts {
