@@ -37,6 +37,9 @@ func TestConfigFields(t *testing.T) {
 		{"plain", []string{"rate", "10", "interval", "1000", "type", "0"}, ok(10, 1000, 0, ratelimiter.Overall), nil},
 		{"per client, keep-alive", []string{"rate", "1", "interval", "1", "type", "1", "keepAliveTime", "5000"}, ok(1, 1, 5000, ratelimiter.PerClient), nil},
 		{"keep-alive 0", []string{"rate", "1", "interval", "1", "type", "0", "keepAliveTime", "0"}, ok(1, 1, 0, ratelimiter.Overall), nil},
+		// The acquire script passes the field to PEXPIRE as read, which
+		// refuses leading zeros: it must format this one.
+		{"keep-alive with leading zeros", []string{"rate", "1", "interval", "1000", "type", "0", "keepAliveTime", "02000"}, ok(1, 1000, 2000, ratelimiter.Overall), nil},
 		{"leading zeros", []string{"rate", "010", "interval", "0001000", "type", "0"}, ok(10, 1000, 0, ratelimiter.Overall), nil},
 		{"rate 2^53-1", []string{"rate", "9007199254740991", "interval", "1000", "type", "0"}, ok(1<<53-1, 1000, 0, ratelimiter.Overall), nil},
 		{"interval longest Duration", []string{"rate", "1", "interval", "9223372036854", "type", "0", "keepAliveTime", "9223372036854"},
@@ -88,6 +91,19 @@ func TestConfigFields(t *testing.T) {
 					require.NoError(t, serr, what)
 				} else {
 					require.True(t, errors.Is(serr, tc.err), "%s: %v", what, serr)
+				}
+			}
+			if tc.want != nil && tc.want.KeepAlive > 0 {
+				// The acquisition refreshed the keys by the keep-alive.
+				ks := l.Keys()
+				value, permits := ks.Value, ks.Permits
+				if tc.want.Mode == ratelimiter.PerClient {
+					value, permits = ks.ClientValue, ks.ClientPermits
+				}
+				for _, k := range []string{ks.Config, value, permits} {
+					ttl, err := rdb.PTTL(ctx, k).Result()
+					require.NoError(t, err)
+					require.True(t, ttl > 0 && ttl <= tc.want.KeepAlive, "%s: PTTL %v, want (0, %v]", k, ttl, tc.want.KeepAlive)
 				}
 			}
 		})
