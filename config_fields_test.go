@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goredisson/ratelimiter"
@@ -84,7 +85,10 @@ func TestConfigFields(t *testing.T) {
 			}
 			// The scripts agree: both paths fail with the same sentinel, or
 			// neither does.
-			_, aerr := l.TryAcquire(ctx, 1)
+			granted, aerr := l.TryAcquire(ctx, 1)
+			if aerr == nil && tc.want != nil && tc.want.KeepAlive > 0 {
+				keepAliveTTLs(t, rdb, l, *tc.want, granted)
+			}
 			_, perr := l.AvailablePermits(ctx)
 			for what, serr := range map[string]error{"acquire": aerr, "available": perr} {
 				if tc.want != nil {
@@ -93,19 +97,29 @@ func TestConfigFields(t *testing.T) {
 					require.True(t, errors.Is(serr, tc.err), "%s: %v", what, serr)
 				}
 			}
-			if tc.want != nil && tc.want.KeepAlive > 0 {
-				// The acquisition refreshed the keys by the keep-alive.
-				ks := l.Keys()
-				value, permits := ks.Value, ks.Permits
-				if tc.want.Mode == ratelimiter.PerClient {
-					value, permits = ks.ClientValue, ks.ClientPermits
-				}
-				for _, k := range []string{ks.Config, value, permits} {
-					ttl, err := rdb.PTTL(ctx, k).Result()
-					require.NoError(t, err)
-					require.True(t, ttl > 0 && ttl <= tc.want.KeepAlive, "%s: PTTL %v, want (0, %v]", k, ttl, tc.want.KeepAlive)
-				}
-			}
 		})
+	}
+}
+
+// keepAliveTTLs fails t unless an acquisition on l, a limiter of cfg
+// (with a keep-alive), just left its config and value keys, and its
+// permits key when it granted (it holds the grant's record), with a TTL of
+// at most the keep-alive. It runs before any other call: with a 1 ms
+// interval the next call frees that record, and the empty key goes.
+func keepAliveTTLs(t *testing.T, rdb *redis.Client, l *ratelimiter.Limiter, cfg ratelimiter.Config, granted bool) {
+	t.Helper()
+	ks := l.Keys()
+	value, permits := ks.Value, ks.Permits
+	if cfg.Mode == ratelimiter.PerClient {
+		value, permits = ks.ClientValue, ks.ClientPermits
+	}
+	keys := []string{ks.Config, value}
+	if granted {
+		keys = append(keys, permits)
+	}
+	for _, k := range keys {
+		ttl, err := rdb.PTTL(context.Background(), k).Result()
+		require.NoError(t, err)
+		require.True(t, ttl > 0 && ttl <= cfg.KeepAlive, "%s: PTTL %v, want (0, %v]", k, ttl, cfg.KeepAlive)
 	}
 }
