@@ -290,7 +290,8 @@ end
 -- Redis does not roll a script back: a command the ACL refuses after the
 -- first write would leave that write alone (an ACL changed since the
 -- Client's probe, permissions.go). On the plain path (a grant's record
--- and DECRBY, nothing else written: most calls) a refused DECRBY takes the
+-- and DECRBY, nothing else written: a grant that frees no expired record
+-- on a limiter without a TTL or keep-alive) a refused DECRBY takes the
 -- record back (below), which costs nothing while it is allowed. On every
 -- other path each command run after the first write is checked here
 -- first, on its key, with redis.acl_check_cmd (Redis 7.0 and later,
