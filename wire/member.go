@@ -188,14 +188,18 @@ func (m Member) GoTag() (string, bool) {
 
 // Writer names who wrote the record: "redisson" for an unmarked one
 // (Redisson's, or a Go client's of a version that did not mark), "fill"
-// for a fill record (FillTag), "go:" and the Client's tag for a tagged
-// one, "go" for a marked one without a tag (FI).
+// for a fill record (FillTag), "probe" for the probe record (ProbeTag),
+// "go:" and the Client's tag for a tagged one, "go" for a marked one
+// without a tag (FI).
 func (m Member) Writer() string {
 	if !m.GoMarked() {
 		return "redisson"
 	}
 	if m.Fill() {
 		return "fill"
+	}
+	if m.Probe() {
+		return "probe"
 	}
 	if tag, ok := m.GoTag(); ok {
 		return "go:" + tag
@@ -215,4 +219,31 @@ var FillTag = Tag{'f', 'i', 'l', 'l'}
 func (m Member) Fill() bool {
 	tag, ok := m.GoTag()
 	return ok && tag == hex.EncodeToString(FillTag[:])
+}
+
+// ProbeTag tags the probe record (docs/fairness.md, "The probe record"):
+// one permit of a grant that this library's scripts give back only
+// ProbeHold after the record expires, so that a Redisson waiter, which
+// takes it as soon as it expires, gets in beside a Go fleet. No Client
+// writes it on its own records.
+var ProbeTag = Tag{'p', 'r', 'o', 'b'}
+
+// ProbeRecord returns the probe record in format f: one permit, the same
+// bytes for every Client (so a limiter has at most one), or nil for FI,
+// which has no room for a tag. An invalid f is Bc0I, as in New.
+func ProbeRecord(f Format) []byte {
+	if f == FI {
+		return nil
+	}
+	return NewSeeded(f, ProbeTag, 0, 1)
+}
+
+// Probe reports whether the record is the probe record (ProbeRecord of
+// its format).
+func (m Member) Probe() bool {
+	if m.Format == FI || m.Permits != 1 {
+		return false
+	}
+	p, err := Decode(ProbeRecord(m.Format))
+	return err == nil && string(p.Random) == string(m.Random)
 }

@@ -78,3 +78,34 @@ func TestOwnMark(t *testing.T) {
 		t.Errorf("FI: %x at %d, want none", mark, at)
 	}
 }
+
+// The probe record: one permit, the same bytes for every Client, marked
+// as this library's and known as the probe record; none in FI. No other
+// record reads as it: a Client's own record of one permit, a fill record,
+// the probe record with two permits.
+func TestProbeRecord(t *testing.T) {
+	require.Nil(t, wire.ProbeRecord(wire.FI))
+	for _, f := range []wire.Format{wire.Bc0I, wire.Lc0I} {
+		p := wire.ProbeRecord(f)
+		require.Equal(t, p, wire.ProbeRecord(f), "the same bytes every time")
+		m, err := wire.Decode(p)
+		require.NoError(t, err)
+		require.Equal(t, f, m.Format)
+		require.Equal(t, uint32(1), m.Permits)
+		require.True(t, m.GoMarked())
+		require.True(t, m.Probe())
+		require.Equal(t, "probe", m.Writer())
+		require.True(t, wire.ReadRecord(string(p), 0).Probe)
+		for _, other := range [][]byte{
+			wire.New(f, wire.Tag{1, 2, 3, 4}, 1),
+			wire.NewSeeded(f, wire.FillTag, 0, 1),
+			wire.NewSeeded(f, wire.ProbeTag, 0, 2),
+			wire.NewSeeded(f, wire.ProbeTag, 1, 1),
+		} {
+			o, err := wire.Decode(other)
+			require.NoError(t, err)
+			require.False(t, o.Probe(), "%x", other)
+			require.False(t, wire.ReadRecord(string(other), 0).Probe, "%x", other)
+		}
+	}
+}

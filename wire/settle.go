@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"strings"
+	"time"
 )
 
 // The bounds of internal/script/lua/lib.lua (EXPIRE_CHUNK, RECOUNT_MAX, MAX): expired
@@ -15,23 +16,39 @@ const (
 	MaxExact    = 1<<53 - 1
 )
 
+// ProbeHold is how long after the probe record expires (ProbeRecord) this
+// library's scripts still leave it in place, its permit out: Redisson's
+// longest retry tick (100 ms) and 10 ms. Redisson's scripts give its
+// permit back as soon as it expires. The scripts' PROBE_HOLD
+// (internal/script/lua/lib.lua), in ms; TestBoundsMatchLua reads it.
+const ProbeHold = 110 * time.Millisecond
+
 // Record is what the settle rules read of one permit record: its stamp
-// (the sorted-set score, Unix ms) and its permits.
+// (the sorted-set score, Unix ms), its permits, and whether it is the
+// probe record.
 type Record struct {
 	Score   float64
 	Permits uint32
+	Probe   bool
 }
 
 // ReadRecord returns the Record of a sorted-set member as the scripts read
 // it: the permits are the last four bytes, little-endian, whatever the
-// format, and a member shorter than four bytes holds none.
+// format, and a member shorter than four bytes holds none. Probe is
+// whether its bytes are ProbeRecord's in Bc0I or Lc0I.
 func ReadRecord(member string, score float64) Record {
 	r := Record{Score: score}
 	if len(member) >= 4 {
 		r.Permits = binary.LittleEndian.Uint32([]byte(member[len(member)-4:]))
 	}
+	r.Probe = member == probeBc0I || member == probeLc0I
 	return r
 }
+
+var (
+	probeBc0I = string(ProbeRecord(Bc0I))
+	probeLc0I = string(ProbeRecord(Lc0I))
+)
 
 // ValueOf parses a value key as the scripts do: an optional '-', then a
 // Decimal, so a decimal integer of at most MaxExact in magnitude. ok is
@@ -52,7 +69,9 @@ func ValueOf(s string) (v int64, ok bool) {
 // window and give their permits back, at most ExpireChunk of them per
 // call; a missing value, or one that the released permits would lift
 // over the rate, is recounted from at most RecountMax records in the
-// window. It is never negative.
+// window. The probe record stays out until ProbeHold past its expiry: in
+// that time it is read with the expired records and gives nothing back.
+// It is never negative.
 func Settle(rate int64, value *int64, recs []Record, cutoff int64) int64 {
 	var old, live []Record
 	for _, r := range recs {
@@ -64,6 +83,11 @@ func Settle(rate int64, value *int64, recs []Record, cutoff int64) int64 {
 	}
 	old = old[:min(len(old), ExpireChunk)]
 	released := sum(old)
+	for _, r := range old {
+		if r.Probe && r.Score > float64(cutoff-ProbeHold.Milliseconds()) {
+			released -= int64(r.Permits)
+		}
+	}
 	v := rate
 	if value != nil {
 		v = *value

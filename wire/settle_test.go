@@ -35,6 +35,43 @@ func TestBoundsMatchLua(t *testing.T) {
 	require.Equal(t, strconv.Itoa(wire.MaxExact), string(m[1]))
 }
 
+// The probe record and its hold in every script that settles a window are
+// wire's: ProbeRecord in Bc0I and Lc0I, and ProbeHold in ms.
+func TestProbeRecordMatchesLua(t *testing.T) {
+	for _, f := range []string{"lib.lua", "acquire.lua", "acquire_all.lua"} {
+		src, err := os.ReadFile("../internal/script/lua/" + f)
+		require.NoError(t, err)
+		m := regexp.MustCompile(`local PROBE_B, PROBE_L = '([^']*)', '([^']*)'`).FindSubmatch(src)
+		require.NotNil(t, m, "%s no longer declares PROBE_B, PROBE_L", f)
+		require.Equal(t, string(wire.ProbeRecord(wire.Bc0I)), luaString(t, string(m[1])), f)
+		require.Equal(t, string(wire.ProbeRecord(wire.Lc0I)), luaString(t, string(m[2])), f)
+		m = regexp.MustCompile(`local PROBE_HOLD = (\d+)`).FindSubmatch(src)
+		require.NotNil(t, m, "%s no longer declares PROBE_HOLD", f)
+		require.Equal(t, strconv.FormatInt(wire.ProbeHold.Milliseconds(), 10), string(m[1]), f)
+	}
+}
+
+// luaString decodes a Lua string literal's body with decimal escapes
+// (\ddd) and no other escape.
+func luaString(t *testing.T, s string) string {
+	t.Helper()
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			out = append(out, s[i])
+			continue
+		}
+		j := i + 1
+		for j < len(s) && j < i+4 && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		v, err := strconv.Atoi(s[i+1 : j])
+		require.NoError(t, err, "escape at %d of %q", i, s)
+		out, i = append(out, byte(v)), j-1
+	}
+	return string(out)
+}
+
 var scriptInteger = regexp.MustCompile(`^-?[0-9]+$`)
 
 // FuzzValueOf: a value key is read as the scripts read it (an optional
@@ -92,6 +129,10 @@ func TestSettleLikeScript(t *testing.T) {
 			}
 			score := float64(now - rng.Int64N(2*interval))
 			b.records = append(b.records, redis.Z{Score: score, Member: string(m)})
+		}
+		if rng.IntN(3) == 0 { // the probe record, expired or not, held or not
+			score := float64(now - interval - wire.ProbeHold.Milliseconds() - 20 + rng.Int64N(60))
+			b.records = append(b.records, redis.Z{Score: score, Member: string(wire.ProbeRecord(wire.Format(rng.IntN(2))))})
 		}
 		cases = append(cases, b)
 	}

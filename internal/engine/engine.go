@@ -58,6 +58,7 @@ type Reply struct {
 	Err       error // for every request: Redis, config or state errors
 	RoundTrip time.Duration
 	SentAt    time.Time // the Client's clock (Options.Clock) when the deciding call was sent; zero: not known
+	Probe     ProbeNote // Form.Probe's answer
 }
 
 // window returns the limiter's interval and rate from the first of r's
@@ -87,9 +88,22 @@ const (
 // Form is how a script call decides its batch: its Kind and, for Table
 // and Strict, a hold: a request is granted only while Hold permits stay
 // free after it (a probe window), and one refused for that alone is Held.
+// Probe (Table and Strict) lets the call write the probe record
+// (probe.go) and asks what it finds of it (Reply.Probe).
 type Form struct {
-	Kind Kind
-	Hold int64
+	Kind  Kind
+	Hold  int64
+	Probe bool
+}
+
+// ProbeNote is what a call with Form.Probe found of the limiter's probe
+// record (wire.ProbeRecord) after it ran.
+type ProbeNote struct {
+	Read  bool          // the reply carried it (a Target may not)
+	Found bool          // one was in place when the call ran
+	There bool          // one is in place after it
+	Wrote bool          // this call wrote it (anew, when Found)
+	Until time.Duration // from when the call was sent until it expires (below 0: expired, held)
 }
 
 // Target is what a lane's script calls act on: one limiter or several at

@@ -94,6 +94,14 @@ type fleet struct {
 	// retakeFor: the slot (its slotAt) whose first held caller was sent
 	// back for the permit at its end.
 	retakeFor time.Time
+	// The probe record (proberecord.go): when the one last seen expires
+	// (zero: none seen), whether this Client's call wrote it, and whether
+	// a refused caller was sent back for it; probeRead: a reply told of
+	// it (the limiter's format has one).
+	probeAt     time.Time
+	probeMine   bool
+	retakeProbe bool
+	probeRead   bool
 }
 
 // tally counts permits over the last tallySlots slots of interval/

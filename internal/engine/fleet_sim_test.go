@@ -152,8 +152,8 @@ func (j *simThread) call() {
 		return
 	}
 	j.s.w.mu.Lock()
-	j.s.w.free(now)
-	at := now.Add(j.s.w.hint(now, 1))
+	j.s.w.free(now, true)
+	at := now.Add(j.s.w.hint(now, 1, true))
 	j.s.w.mu.Unlock()
 	if j.tick > 0 {
 		k := (at.Sub(fakeStart) - j.phase + j.tick - 1) / j.tick

@@ -315,14 +315,21 @@ func (e *Engine) serve(l *lane, batch []*request, strict bool, leave context.Con
 	}
 	sent := e.time.Now()
 	if hold := e.batchHold(l, batch, sent); hold > 0 {
-		if form.Kind == Single {
-			form.Kind = Table // the single form has no room for a hold
-		}
 		form.Hold = hold
+	}
+	fair := e.fairBatch(batch)
+	if fair {
+		form.Probe = e.batchProbe(l, sent)
+	}
+	if form.Kind == Single && (form.Hold > 0 || form.Probe) {
+		form.Kind = Table // the single form has no room for a hold or the probe record
 	}
 	b := e.call(ctx, leave, batch[0].p, form, ns)
 	if form.Hold > 0 {
 		e.noteHolds(l, &b, sent, form.Hold, e.time.Now())
+	}
+	if fair {
+		e.noteProbe(l, batch[0].p.(Limiter), &b, sent, e.time.Now())
 	}
 	if lim != nil {
 		e.leases.observeBatch(lim, b)

@@ -163,7 +163,9 @@ func holdEnds(at time.Time, full bool, now time.Time) time.Time {
 // when none of this Client's blocked callers of it was refused within the
 // last two intervals (a waiter wakes at most an interval after its
 // refusal; no hold delays a caller while permits are to spare), or when
-// fair wakes are off; else the window's hold (windowHold).
+// fair wakes are off; else the window's hold (windowHold), but only that
+// of a full window's first probeFullSlot where the limiter has a probe
+// record and the hold is one permit.
 func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	if e.unfair || e.maxBatch == 1 {
 		return 0
@@ -184,7 +186,14 @@ func (e *Engine) batchHold(l *lane, batch []*request, now time.Time) int64 {
 	}
 	period := f.period(e.budget)
 	in, full := e.probe(now, period)
-	return f.windowHold(now, period, in, full, e.hold)
+	hold := f.windowHold(now, period, in, full, e.hold)
+	if f.probeRead && e.hold <= 1 && hold < holdAll {
+		// The probe record holds the one permit (proberecord.go); a window
+		// holding it too would leave one idle after its slot, which a call
+		// at the probe record's retake would take at an instant of its own.
+		return 0
+	}
+	return hold
 }
 
 // noteHolds starts this Client's slot at sent, the time of a call with

@@ -270,6 +270,7 @@ func TestProbeFullWindow(t *testing.T) {
 	e, c := newFakeEngine(Options{MaxBatch: 128,
 		Probe: func(time.Time, time.Duration) (bool, bool) { return true, true }})
 	w := newSimWindow(c, 2, time.Second)
+	w.noProbe = true // the probe windows alone
 	lim := simLimiter("p", w)
 	bg := context.Background()
 	if o := e.Try(bg, lim, 2, false); !o.Res.Granted {
@@ -280,13 +281,13 @@ func TestProbeFullWindow(t *testing.T) {
 	waitFor(t, "census ended", func() bool { f := fleetCopy(e, "p"); return f != nil && f.censuses == 1 })
 	c.AdvanceTo(at(1003 * ms))
 	calls := lim.seen()
-	if got := calls[len(calls)-1].form; got != (Form{Kind: Strict, Hold: holdAll}) {
+	if got := calls[len(calls)-1].form; unprobed(got) != (Form{Kind: Strict, Hold: holdAll}) {
 		t.Errorf("the waiter's call in a full window: %v, want Strict holding all", got)
 	}
 	waitTimers(t, c, 1003*ms+probeFullSlot)
 	c.AdvanceTo(at(1003*ms + probeFullSlot))
 	calls = lim.seen()
-	if got := calls[len(calls)-1].form; got != (Form{Kind: Strict, Hold: 1}) {
+	if got := calls[len(calls)-1].form; unprobed(got) != (Form{Kind: Strict, Hold: 1}) {
 		t.Errorf("its call after probeFullSlot: %v, want Strict holding 1", got)
 	}
 	if o := recv(t, "caller", ch); !o.Res.Granted || o.Waited != 1003*ms+probeFullSlot {

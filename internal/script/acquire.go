@@ -19,8 +19,10 @@ const (
 )
 
 // render returns the reply form the acquire scripts take for f: formSingle,
-// formTable or formStrict, and for a hold ":K" after it (grant only while
-// K permits stay free; a request refused for that alone is held).
+// formTable or formStrict, then "p" when the call may write the probe
+// record (acquire.lua only: Table and Strict forms of a Client whose
+// format has one), and for a hold ":K" after it (grant only while K
+// permits stay free; a request refused for that alone is held).
 func render(f engine.Form) string {
 	form := formTable
 	switch f.Kind {
@@ -28,6 +30,9 @@ func render(f engine.Form) string {
 		form = formSingle
 	case engine.Strict:
 		form = formStrict
+	}
+	if f.Probe && f.Kind != engine.Single {
+		form += "p"
 	}
 	if f.Hold > 0 {
 		form += ":" + strconv.FormatInt(f.Hold, 10)
@@ -58,6 +63,7 @@ const memberRetries = 8
 // keys k, in order, and returns one verdict for each (engine.Target's
 // Decide). Errors are Result's, not yet naming the limiter.
 func (c *Conn) Acquire(ctx context.Context, k Keys, f engine.Form, ns []int64) engine.Reply {
+	f.Probe = f.Probe && wire.ProbeRecord(c.format) != nil
 	return c.decideWith(ctx, f, ns, func(ctx context.Context, args ...any) (any, error) {
 		return c.evalAcquire(ctx, k, args...)
 	}, parseVerdicts)
@@ -105,6 +111,9 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		if v, ok := reply.(int64); ok && v == -1 {
 			continue
 		}
+		if f.Probe {
+			reply, b.Probe = probeNote(reply, ns)
+		}
 		b.Verdicts, b.Err = parse(reply, form, ns)
 		for i := range b.Verdicts {
 			if ackErr != nil && b.Verdicts[i].Res.Granted {
@@ -115,6 +124,25 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 		return b
 	}
 	return engine.Reply{Err: fmt.Errorf("%w: %d permit record collisions in a row", ErrCorruptState, memberRetries)}
+}
+
+// probeNote splits off the two fields that a table reply of a form that may
+// write the probe record ends with (lua/acquire.lua): its state and the ms
+// until it expires. A reply of another shape is returned as it is, for
+// parse to refuse.
+func probeNote(reply any, ns []int64) (any, engine.ProbeNote) {
+	t, ok := reply.([]any)
+	if !ok || len(t) != 5+3*len(ns) {
+		return reply, engine.ProbeNote{}
+	}
+	st, ok1 := t[len(t)-2].(int64)
+	ms, ok2 := t[len(t)-1].(int64)
+	if !ok1 || !ok2 || st < 0 || st > 3 {
+		return reply, engine.ProbeNote{}
+	}
+	n := engine.ProbeNote{Read: true, There: st > 0, Wrote: st >= 2, Found: st == 1 || st == 2,
+		Until: wire.Millis(max(ms, 0)) - wire.Millis(max(-ms, 0))}
+	return t[:len(t)-2], n
 }
 
 // parseVerdicts reads the acquire script's reply (see lua/acquire.lua).

@@ -25,13 +25,13 @@ var scriptProbe = redis.NewScript(luaProbe)
 // command). permissions_test.go checks these lists
 // against the Lua files and probe.lua.
 var (
-	needAcquire    = []string{"hmget", "get", "zrangebyscore", "zrange", "zadd", "zremrangebyrank", "set", "decrby", "pexpire", "pttl"}
-	needAcquireAll = append(append([]string(nil), needAcquire...), "zscore")
-	needSettle     = []string{"hmget", "get", "zrangebyscore", "zremrangebyrank", "set", "pexpire", "pttl"}
-	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zscore", "zrem", "zadd")
+	needAcquire    = []string{"hmget", "get", "zrangebyscore", "zrange", "zscore", "zadd", "zremrangebyrank", "set", "decrby", "pexpire", "pttl"}
+	needAcquireAll = needAcquire
+	needSettle     = []string{"hmget", "get", "zrangebyscore", "zscore", "zremrangebyrank", "set", "pexpire", "pttl"}
+	needRelease    = append(append([]string(nil), needSettle...), "zrevrangebyscore", "zrem", "zadd")
 	needSetRate    = []string{"hget", "exists", "zrangebyscore", "hset", "pexpire", "del", "zremrangebyscore", "set", "pttl"}
 	needTrySetRate = []string{"pexpire", "exists", "zadd", "set", "pttl"}
-	needLease      = append(append([]string(nil), needSettle...), "zscore", "zrem", "zadd", "zrange")
+	needLease      = append(append([]string(nil), needSettle...), "zrem", "zadd", "zrange")
 )
 
 // scriptNeeds names each script's operation and its needs, for eval.

@@ -57,6 +57,10 @@ local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 -- 'volatile' (keys with a TTL only). Go sends a copy with it set when
 -- INFO says so (redis_eviction.go); the script text differs, not its arguments.
 local EVICTS = false
+-- mirrors lib.lua: the probe record in Bc0I and Lc0I, and how long (ms)
+-- past its expiry it stays with its permit out.
+local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_HOLD = 110
 
 -- mirrors lib.lua: limiter() and the first half of settle()
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
@@ -104,9 +108,14 @@ local single = form == '0'
 -- Forms '1:K' and '2:K' are forms '1' and '2' that grant a request only
 -- while K permits stay free after it (a probe window's hold, fairness_probe.go);
 -- a request refused for that alone reads 2 in its granted field.
-local hold = 0
-if not single and #form > 2 then
-  hold = string.sub(form, 3) + 0
+-- Forms '1p', '2p', '1p:K' and '2p:K' may write the probe record (below).
+local hold, probe = 0, false
+if not single and #form > 1 then
+  probe = string.byte(form, 2) == 112
+  local k = probe and 4 or 3
+  if #form >= k then
+    hold = string.sub(form, k) + 0
+  end
   form = string.sub(form, 1, 1)
 end
 local one = single and ARGV[4] + 0
@@ -140,7 +149,7 @@ local cutoff = string.format('%d', now - interval)
 
 -- mirrors lib.lua: the second half of settle()
 local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
-local released = 0
+local released, pk = 0, nil
 for i = 1, #old do
   -- The permit count: the last four bytes, little-endian, in every
   -- Redisson member format; a record shorter than that holds none.
@@ -148,6 +157,36 @@ for i = 1, #old do
     local a, b, c, d = string.byte(old[i], -4, -1)
     released = released + a + b * 256 + c * 65536 + d * 16777216
   end
+  if old[i] == PROBE_B or old[i] == PROBE_L then
+    pk = i
+  end
+end
+-- mirrors lib.lua: probeHeld(). The probe record among the expired ones
+-- (old[pk]) stays, its permit out, while held. pm: the probe record in
+-- this Client's format when the form lets this call write it (ARGV[2] is
+-- a Bc0I record's prefix when its second byte is the mark's 'G'), and ps
+-- its score (false: there is none).
+local held, pm, ps = false, nil, false
+if probe then
+  pm = string.byte(ARGV[2], 2) == 71 and PROBE_B or PROBE_L
+end
+if pk then
+  local s = redis.call('ZSCORE', permitsKey, old[pk])
+  held = s and s + 0 > now - interval - PROBE_HOLD
+  if held then
+    released = released - 1
+  end
+  if old[pk] == pm then
+    ps = s
+  end
+end
+if pm and not (pk and old[pk] == pm) then
+  ps = redis.call('ZSCORE', permitsKey, pm)
+end
+-- nfree: the expired records this call removes.
+local nfree = #old
+if held then
+  nfree = nfree - 1
 end
 -- changed: the value key is set anew (SET); otherwise it goes down by
 -- what the call grants less what its settle freed (one DECRBY, or none
@@ -180,7 +219,7 @@ if not stored or value + released > rate then
     value = rate - used
   end
   changed = true
-elseif #old > 0 then
+elseif nfree > 0 then
   value, freed = value + released, released
 end
 
@@ -244,13 +283,17 @@ for i = 4, #ARGV do
         at = now
         break
       end
-      if #r[1] >= 4 then
-        local a, b, c, d = string.byte(r[1], -4, -1)
-        freed = freed + a + b * 256 + c * 65536 + d * 16777216
-      end
-      at = r[2] + 0
-      if freed >= need then
-        break
+      -- The probe record's permit is for Redisson's waiters (lib.lua):
+      -- no hint waits for it, so no Go waiter wakes when it frees.
+      if r[1] ~= PROBE_B and r[1] ~= PROBE_L then
+        if #r[1] >= 4 then
+          local a, b, c, d = string.byte(r[1], -4, -1)
+          freed = freed + a + b * 256 + c * 65536 + d * 16777216
+        end
+        at = r[2] + 0
+        if freed >= need then
+          break
+        end
       end
     end
     h = 3 + interval - (now - at)
@@ -264,6 +307,16 @@ for i = 4, #ARGV do
   if not single then
     out[#out + 1], out[#out + 2], out[#out + 3] = granted and 1 or (held and 2 or 0), value, h
   end
+end
+
+-- The probe record (docs/fairness.md, "The probe record"): a call whose
+-- form lets it, granting at least one permit while no probe record is in
+-- place (or the one in place is removed by this call), writes one of its
+-- permits as the probe record, the rest in its own record (mt permits).
+local pw = pm and total > 0 and (not ps or (pk and old[pk] == pm and not held))
+local mt = total
+if pw then
+  mt = total - 1
 end
 
 -- On the client's clock (ARGV[1] not empty), a record is never stamped
@@ -298,13 +351,19 @@ end
 -- Valkey; Redis 6.2 lacks it and relies on the probe: docs/operations.md).
 -- w: a write runs before the next one. The second ZADD (lost permits)
 -- needs no check: the first, on the same key, ran.
-local plain = #old == 0 and not changed and lost == 0 and keep == 0 and ttl <= 0
+local plain = nfree == 0 and not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
 local acl = not plain and redis.acl_check_cmd
 if acl then
-  local w, deny = total > 0 or lost > 0, nil
-  if #old > 0 then
+  local w, deny = mt > 0 or lost > 0, nil
+  if nfree > 0 then
     if w and not acl('ZREMRANGEBYRANK', permitsKey) then
       deny = 'zremrangebyrank'
+    end
+    w = true
+  end
+  if pw and not deny then
+    if w and not acl('ZADD', permitsKey) then
+      deny = 'zadd'
     end
     w = true
   end
@@ -332,9 +391,9 @@ end
 -- The first write: a collision leaves everything as it was.
 local member = ARGV[2]
 if not single then
-  member = member .. struct.pack('<I', total)
+  member = member .. struct.pack('<I', mt)
 end
-if total > 0 and redis.call('ZADD', permitsKey, 'NX', stamp, member) == 0 then
+if mt > 0 and redis.call('ZADD', permitsKey, 'NX', stamp, member) == 0 then
   return -1
 end
 if lost > 0 then
@@ -348,12 +407,23 @@ if lost > 0 then
   p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
   redis.call('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
 end
-if #old > 0 then
+if held then
+  -- mirrors lib.lua: unrecord(), the later ones first so that ranks hold
+  if pk < #old then
+    redis.call('ZREMRANGEBYRANK', permitsKey, string.format('%d', pk), string.format('%d', #old - 1))
+  end
+  if pk > 1 then
+    redis.call('ZREMRANGEBYRANK', permitsKey, '0', string.format('%d', pk - 2))
+  end
+elseif #old > 0 then
   local last = '0'
   if #old > 1 then
     last = #old <= 10 and string.sub('0123456789', #old, #old) or string.format('%d', #old - 1)
   end
   redis.call('ZREMRANGEBYRANK', permitsKey, '0', last)
+end
+if pw then
+  redis.call('ZADD', permitsKey, stamp, pm)
 end
 if changed then
   redis.call('SET', valueKey, string.format('%d', value))
@@ -401,5 +471,18 @@ if first[1] then
   reset = math.max(0, math.min(interval, interval - (now - first[2])))
 elseif total > 0 or lost > 0 then
   reset = interval
+end
+if probe then
+  -- The probe record after this call, and the ms until it expires: 1 when
+  -- this call found it and left it (at most PROBE_HOLD below 0 while
+  -- held), 2 when it wrote it anew in place of the one it settled, 3 when
+  -- it wrote it and found none, 0 (and 0 ms) when there is none.
+  local st, until_ = 0, 0
+  if pw then
+    st, until_ = ps and 2 or 3, interval
+  elseif ps then
+    st, until_ = 1, ps + interval - now
+  end
+  out[#out + 1], out[#out + 2] = st, until_
 end
 return {rate, interval, reset, unpack(out)}

@@ -56,6 +56,9 @@
 local MAX, MAXMS = 9007199254740991, 9223372036854 -- acquire.lua's
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 local EVICTS = false -- as in acquire.lua
+-- acquire.lua's (lib.lua's) probe record and its hold in ms.
+local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_HOLD = 110
 
 local function fail(code, p, msg)
   error({err = code .. ' ' .. p .. ' ' .. msg})
@@ -100,6 +103,7 @@ local first = 4 + k -- the first request's permits
 local rate, interval, keep, vkey, pkey = {}, {}, {}, {}, {}
 local value, changed, nold = {}, {}, {}
 local lost = {} -- per part: permits whose records are gone (acquire.lua)
+local held = {} -- per part: the index in its expired records of the probe record held (lib.lua), or false
 
 -- Read and settle every part (acquire.lua's first block, per part).
 for p = 1, k do
@@ -134,6 +138,16 @@ for p = 1, k do
   local cutoff = now - iv
   local old = redis.call('ZRANGEBYSCORE', pkey[p], '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
   local released = sum(old, p)
+  held[p] = false
+  for i = 1, #old do
+    if old[i] == PROBE_B or old[i] == PROBE_L then
+      local s = redis.call('ZSCORE', pkey[p], old[i])
+      if s and s + 0 > cutoff - PROBE_HOLD then
+        held[p], released = i, released - 1
+      end
+      break
+    end
+  end
   changed[p] = not stored
   if not stored or v + released > r then
     local live = redis.call('ZRANGEBYSCORE', pkey[p], string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
@@ -147,7 +161,7 @@ for p = 1, k do
       v = r - used
     end
     changed[p] = true
-  elseif #old > 0 then
+  elseif #old > (held[p] and 1 or 0) then
     v = v + released
     changed[p] = true
   end
@@ -178,13 +192,15 @@ local function hint(p, need)
       at = now
       break
     end
-    if #r[1] >= 4 then
-      local a, b, c, d = string.byte(r[1], -4, -1)
-      freed = freed + a + b * 256 + c * 65536 + d * 16777216
-    end
-    at = tonumber(r[2])
-    if freed >= need then
-      break
+    if r[1] ~= PROBE_B and r[1] ~= PROBE_L then -- acquire.lua: no hint waits for it
+      if #r[1] >= 4 then
+        local a, b, c, d = string.byte(r[1], -4, -1)
+        freed = freed + a + b * 256 + c * 65536 + d * 16777216
+      end
+      at = tonumber(r[2])
+      if freed >= need then
+        break
+      end
     end
   end
   local h = 3 + interval[p] - (now - at)
@@ -320,7 +336,7 @@ if acl then
     if lost[p] and lost[p] > 0 then
       need('ZADD', pkey[p])
     end
-    if nold[p] > 0 then
+    if nold[p] > (held[p] and 1 or 0) then
       need('ZREMRANGEBYRANK', pkey[p])
     end
     if changed[p] then
@@ -362,7 +378,16 @@ for p = 1, k do
     local pre = string.sub(prefix, 1, -2) .. string.char((string.byte(prefix, -1) + 128) % 256)
     redis.call('ZADD', pkey[p], stamps[p], pre .. struct.pack('<I', lost[p]))
   end
-  if nold[p] > 0 then
+  local hk = held[p]
+  if hk then
+    -- lib.lua's unrecord(): all but the held probe record
+    if hk < nold[p] then
+      redis.call('ZREMRANGEBYRANK', pkey[p], hk, nold[p] - 1)
+    end
+    if hk > 1 then
+      redis.call('ZREMRANGEBYRANK', pkey[p], 0, hk - 2)
+    end
+  elseif nold[p] > 0 then
     redis.call('ZREMRANGEBYRANK', pkey[p], 0, nold[p] - 1)
   end
   if changed[p] then

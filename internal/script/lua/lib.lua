@@ -33,6 +33,13 @@ local MAX = 9007199254740991
 -- (config.go, maxFieldMs).
 local MAXMS = 9223372036854
 local EXPIRE_CHUNK, RECOUNT_MAX = 1000, 10000
+-- The probe record (wire.ProbeRecord) in Bc0I and in Lc0I, and how long
+-- past its expiry, in ms, this library's scripts leave it in place with
+-- its permit out (wire.ProbeHold; docs/fairness.md, "The probe record").
+-- Redisson's scripts settle it when it expires. acquire.lua mirrors these;
+-- TestProbeRecordMatchesLua holds them to wire.
+local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_HOLD = 110
 
 -- A decimal integer field in [lo, MAX], else RLSTATE.
 local function whole(s, what, lo)
@@ -101,9 +108,43 @@ local function sum(members)
   return total
 end
 
+-- Returns the index in old (the expired records read, in score order) of
+-- the probe record while it is held (PROBE_HOLD), or nil. Its score is read
+-- only when it is there: once an interval at most.
+local function probeHeld(permitsKey, old, cutoff)
+  for i = 1, #old do
+    if old[i] == PROBE_B or old[i] == PROBE_L then
+      local s = redis.call('ZSCORE', permitsKey, old[i])
+      if s and s + 0 > cutoff - PROBE_HOLD then
+        return i
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
+-- Removes the n oldest records of permitsKey but the k-th (a held probe
+-- record; nil: none), the later ones first so that ranks hold.
+local function unrecord(permitsKey, n, k)
+  if not k then
+    if n > 0 then
+      redis.call('ZREMRANGEBYRANK', permitsKey, 0, n - 1)
+    end
+    return
+  end
+  if k < n then
+    redis.call('ZREMRANGEBYRANK', permitsKey, k, n - 1)
+  end
+  if k > 1 then
+    redis.call('ZREMRANGEBYRANK', permitsKey, 0, k - 2)
+  end
+end
+
 -- Returns the permits available now and whether that differs from what the
 -- value key holds, and removes up to EXPIRE_CHUNK records whose interval
--- has ended (a later call removes the rest). Writes nothing else: the
+-- has ended (a later call removes the rest), but the probe record while
+-- it is held (probeHeld), which gives nothing back. Writes nothing else: the
 -- caller stores the value. When the value key is gone while records remain
 -- (an evicting policy), or the released permits would lift the value past
 -- the rate (permits that the records still hold came back through a
@@ -119,6 +160,11 @@ local function settle(valueKey, permitsKey, now, interval, rate)
   local cutoff = now - interval
   local old = read('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', 0, EXPIRE_CHUNK)
   local released = sum(old)
+  local held = probeHeld(permitsKey, old, cutoff)
+  local freeing = #old
+  if held then
+    released, freeing = released - 1, freeing - 1
+  end
   local changed = not stored
   if not stored or value + released > rate then
     local live = read('ZRANGEBYSCORE', permitsKey, string.format('(%d', cutoff), '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
@@ -129,13 +175,11 @@ local function settle(valueKey, permitsKey, now, interval, rate)
       value = rate - used
     end
     changed = true
-  elseif #old > 0 then
+  elseif freeing > 0 then
     value = value + released
     changed = true
   end
-  if #old > 0 then
-    redis.call('ZREMRANGEBYRANK', permitsKey, 0, #old - 1)
-  end
+  unrecord(permitsKey, #old, held)
   -- When the records are gone while the value says permits are out (an
   -- evicting policy), the value stands: the next refused acquisition
   -- writes a record that gives them back an interval later (acquire.lua).
