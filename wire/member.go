@@ -104,11 +104,16 @@ func NewSeeded(f Format, tag Tag, seed uint64, permits uint32) []byte {
 		random = strconv.AppendInt(random, int64(seed), 10)
 	case FI:
 		// Redisson rounds a random int64 to float32: its exponent field is
-		// at most 190 (|x| <= 2^63). Ours is 192 to 254: a finite float
+		// at most 190 (|x| <= 2^63). Ours is 192 to 253: a finite float
 		// that reads the same to every Redisson and that Redisson never
-		// writes, with about 2^30 distinct values. No room for a tag.
+		// writes, with about 2^30 distinct values. No room for a tag: 254
+		// is the probe record's (ProbeRecord).
+		if tag == ProbeTag {
+			random = binary.LittleEndian.AppendUint32(buf[:0], probeFloat)
+			break
+		}
 		bits := uint32(seed)
-		exp := goFloatMinExp + bits%(255-goFloatMinExp)
+		exp := goFloatMinExp + bits%(goFloatProbeExp-goFloatMinExp)
 		random = binary.LittleEndian.AppendUint32(buf[:0], bits&0x807fffff|exp<<23)
 	default:
 		// 16 bytes, as Redisson 3.21 writes: the mark, the tag and 64
@@ -143,8 +148,14 @@ func OwnMark(f Format, tag Tag) ([]byte, int) {
 const goMark = "GoRL"
 
 // goFloatMinExp is the lowest float32 exponent field of an FI record this
-// library writes; Redisson's are at most 190.
-const goFloatMinExp = 192
+// library writes; Redisson's are at most 190. goFloatProbeExp is the
+// probe record's, and no other record's (before the probe record, a random
+// record had it once in 63).
+const (
+	goFloatMinExp   = 192
+	goFloatProbeExp = 254
+	probeFloat      = goFloatProbeExp << 23 // 2^127: sign and mantissa 0
+)
 
 // GoMarked reports whether the record was written by this library: its
 // random part carries the mark this library writes since v0.1.0 (docs/
@@ -229,19 +240,18 @@ func (m Member) Fill() bool {
 var ProbeTag = Tag{'p', 'r', 'o', 'b'}
 
 // ProbeRecord returns the probe record in format f: one permit, the same
-// bytes for every Client (so a limiter has at most one), or nil for FI,
-// which has no room for a tag. An invalid f is Bc0I, as in New.
+// bytes for every Client, so a limiter has at most one. In Bc0I and Lc0I
+// it carries ProbeTag; in FI, which has no room for a tag, its float is
+// 2^127, an exponent field no other record has. An invalid f is Bc0I, as
+// in New.
 func ProbeRecord(f Format) []byte {
-	if f == FI {
-		return nil
-	}
 	return NewSeeded(f, ProbeTag, 0, 1)
 }
 
 // Probe reports whether the record is the probe record (ProbeRecord of
 // its format).
 func (m Member) Probe() bool {
-	if m.Format == FI || m.Permits != 1 {
+	if m.Permits != 1 {
 		return false
 	}
 	p, err := Decode(ProbeRecord(m.Format))

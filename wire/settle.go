@@ -35,19 +35,20 @@ type Record struct {
 // ReadRecord returns the Record of a sorted-set member as the scripts read
 // it: the permits are the last four bytes, little-endian, whatever the
 // format, and a member shorter than four bytes holds none. Probe is
-// whether its bytes are ProbeRecord's in Bc0I or Lc0I.
+// whether its bytes are ProbeRecord's in some format.
 func ReadRecord(member string, score float64) Record {
 	r := Record{Score: score}
 	if len(member) >= 4 {
 		r.Permits = binary.LittleEndian.Uint32([]byte(member[len(member)-4:]))
 	}
-	r.Probe = member == probeBc0I || member == probeLc0I
+	r.Probe = member == probeBc0I || member == probeLc0I || member == probeFI
 	return r
 }
 
 var (
 	probeBc0I = string(ProbeRecord(Bc0I))
 	probeLc0I = string(ProbeRecord(Lc0I))
+	probeFI   = string(ProbeRecord(FI))
 )
 
 // ValueOf parses a value key as the scripts do: an optional '-', then a

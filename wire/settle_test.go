@@ -36,15 +36,16 @@ func TestBoundsMatchLua(t *testing.T) {
 }
 
 // The probe record and its hold in every script that settles a window are
-// wire's: ProbeRecord in Bc0I and Lc0I, and ProbeHold in ms.
+// wire's: ProbeRecord in each format, and ProbeHold in ms.
 func TestProbeRecordMatchesLua(t *testing.T) {
 	for _, f := range []string{"lib.lua", "acquire.lua", "acquire_all.lua"} {
 		src, err := os.ReadFile("../internal/script/lua/" + f)
 		require.NoError(t, err)
-		m := regexp.MustCompile(`local PROBE_B, PROBE_L = '([^']*)', '([^']*)'`).FindSubmatch(src)
-		require.NotNil(t, m, "%s no longer declares PROBE_B, PROBE_L", f)
+		m := regexp.MustCompile(`local PROBE_B, PROBE_L, PROBE_F = '([^']*)', '([^']*)', '([^']*)'`).FindSubmatch(src)
+		require.NotNil(t, m, "%s no longer declares PROBE_B, PROBE_L, PROBE_F", f)
 		require.Equal(t, string(wire.ProbeRecord(wire.Bc0I)), luaString(t, string(m[1])), f)
 		require.Equal(t, string(wire.ProbeRecord(wire.Lc0I)), luaString(t, string(m[2])), f)
+		require.Equal(t, string(wire.ProbeRecord(wire.FI)), luaString(t, string(m[3])), f)
 		m = regexp.MustCompile(`local PROBE_HOLD = (\d+)`).FindSubmatch(src)
 		require.NotNil(t, m, "%s no longer declares PROBE_HOLD", f)
 		require.Equal(t, strconv.FormatInt(wire.ProbeHold.Milliseconds(), 10), string(m[1]), f)
@@ -132,7 +133,7 @@ func TestSettleLikeScript(t *testing.T) {
 		}
 		if rng.IntN(3) == 0 { // the probe record, expired or not, held or not
 			score := float64(now - interval - wire.ProbeHold.Milliseconds() - 20 + rng.Int64N(60))
-			b.records = append(b.records, redis.Z{Score: score, Member: string(wire.ProbeRecord(wire.Format(rng.IntN(2))))})
+			b.records = append(b.records, redis.Z{Score: score, Member: string(wire.ProbeRecord(wire.Format(rng.IntN(3))))})
 		}
 		cases = append(cases, b)
 	}

@@ -20,8 +20,8 @@ const (
 
 // render returns the reply form the acquire scripts take for f: formSingle,
 // formTable or formStrict, then "p" when the call may write the probe
-// record (acquire.lua only: Table and Strict forms of a Client whose
-// format has one), and for a hold ":K" after it (grant only while K
+// record (acquire.lua only: Table and Strict forms), and for a hold ":K"
+// after it (grant only while K
 // permits stay free; a request refused for that alone is held).
 func render(f engine.Form) string {
 	form := formTable
@@ -63,7 +63,6 @@ const memberRetries = 8
 // keys k, in order, and returns one verdict for each (engine.Target's
 // Decide). Errors are Result's, not yet naming the limiter.
 func (c *Conn) Acquire(ctx context.Context, k Keys, f engine.Form, ns []int64) engine.Reply {
-	f.Probe = f.Probe && wire.ProbeRecord(c.format) != nil
 	return c.decideWith(ctx, f, ns, func(ctx context.Context, args ...any) (any, error) {
 		return c.evalAcquire(ctx, k, args...)
 	}, parseVerdicts)

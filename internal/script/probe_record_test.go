@@ -28,7 +28,7 @@ func probeConn(t *testing.T, f wire.Format, rate int) (*Conn, context.Context, K
 	return c, ctx, KeysOf(wk), wk, &ms
 }
 
-// The acquire script's probe record, on a real server, in Bc0I and Lc0I:
+// The acquire script's probe record, on a real server, in each format:
 //   - a call that may write it and grants writes one permit as the probe
 //     record (and the rest in its own record) when none is in place, and
 //     says so (Wrote, not Found);
@@ -41,7 +41,7 @@ func probeConn(t *testing.T, f wire.Format, rate int) (*Conn, context.Context, K
 //     record's expiry;
 //   - after the hold a call settles it and writes it anew (Found, Wrote).
 func TestProbeRecordScript(t *testing.T) {
-	for _, f := range []wire.Format{wire.Bc0I, wire.Lc0I} {
+	for _, f := range []wire.Format{wire.Bc0I, wire.Lc0I, wire.FI} {
 		t.Run(f.String(), func(t *testing.T) { probeRecordScript(t, f) })
 	}
 }

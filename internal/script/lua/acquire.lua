@@ -57,9 +57,9 @@ local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 -- 'volatile' (keys with a TTL only). Go sends a copy with it set when
 -- INFO says so (redis_eviction.go); the script text differs, not its arguments.
 local EVICTS = false
--- mirrors lib.lua: the probe record in Bc0I and Lc0I, and how long (ms)
+-- mirrors lib.lua: the probe record in Bc0I, Lc0I and fI, and how long (ms)
 -- past its expiry it stays with its permit out.
-local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_B, PROBE_L, PROBE_F = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0', '\0\0\0\127\1\0\0\0'
 local PROBE_HOLD = 110
 
 -- mirrors lib.lua: limiter() and the first half of settle()
@@ -157,18 +157,23 @@ for i = 1, #old do
     local a, b, c, d = string.byte(old[i], -4, -1)
     released = released + a + b * 256 + c * 65536 + d * 16777216
   end
-  if old[i] == PROBE_B or old[i] == PROBE_L then
+  if old[i] == PROBE_B or old[i] == PROBE_L or old[i] == PROBE_F then
     pk = i
   end
 end
 -- mirrors lib.lua: probeHeld(). The probe record among the expired ones
 -- (old[pk]) stays, its permit out, while held. pm: the probe record in
 -- this Client's format when the form lets this call write it (ARGV[2] is
--- a Bc0I record's prefix when its second byte is the mark's 'G'), and ps
--- its score (false: there is none).
+-- an fI record's prefix when 4 bytes long, a Bc0I one's when its second
+-- byte is the mark's 'G'), and ps its score (false: there is none).
 local held, pm, ps = false, nil, false
 if probe then
-  pm = string.byte(ARGV[2], 2) == 71 and PROBE_B or PROBE_L
+  pm = PROBE_L
+  if #ARGV[2] == 4 then
+    pm = PROBE_F
+  elseif string.byte(ARGV[2], 2) == 71 then
+    pm = PROBE_B
+  end
 end
 if pk then
   local s = redis.call('ZSCORE', permitsKey, old[pk])
@@ -285,7 +290,7 @@ for i = 4, #ARGV do
       end
       -- The probe record's permit is for Redisson's waiters (lib.lua):
       -- no hint waits for it, so no Go waiter wakes when it frees.
-      if r[1] ~= PROBE_B and r[1] ~= PROBE_L then
+      if r[1] ~= PROBE_B and r[1] ~= PROBE_L and r[1] ~= PROBE_F then
         if #r[1] >= 4 then
           local a, b, c, d = string.byte(r[1], -4, -1)
           freed = freed + a + b * 256 + c * 65536 + d * 16777216

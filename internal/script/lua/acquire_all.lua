@@ -57,7 +57,7 @@ local MAX, MAXMS = 9007199254740991, 9223372036854 -- acquire.lua's
 local EXPIRE_CHUNK, RECOUNT_MAX, HINT_WALK = '1000', 10000, 16
 local EVICTS = false -- as in acquire.lua
 -- acquire.lua's (lib.lua's) probe record and its hold in ms.
-local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_B, PROBE_L, PROBE_F = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0', '\0\0\0\127\1\0\0\0'
 local PROBE_HOLD = 110
 
 local function fail(code, p, msg)
@@ -140,7 +140,7 @@ for p = 1, k do
   local released = sum(old, p)
   held[p] = false
   for i = 1, #old do
-    if old[i] == PROBE_B or old[i] == PROBE_L then
+    if old[i] == PROBE_B or old[i] == PROBE_L or old[i] == PROBE_F then
       local s = redis.call('ZSCORE', pkey[p], old[i])
       if s and s + 0 > cutoff - PROBE_HOLD then
         held[p], released = i, released - 1
@@ -192,7 +192,7 @@ local function hint(p, need)
       at = now
       break
     end
-    if r[1] ~= PROBE_B and r[1] ~= PROBE_L then -- acquire.lua: no hint waits for it
+    if r[1] ~= PROBE_B and r[1] ~= PROBE_L and r[1] ~= PROBE_F then -- acquire.lua: no hint waits for it
       if #r[1] >= 4 then
         local a, b, c, d = string.byte(r[1], -4, -1)
         freed = freed + a + b * 256 + c * 65536 + d * 16777216

@@ -33,12 +33,12 @@ local MAX = 9007199254740991
 -- (config.go, maxFieldMs).
 local MAXMS = 9223372036854
 local EXPIRE_CHUNK, RECOUNT_MAX = 1000, 10000
--- The probe record (wire.ProbeRecord) in Bc0I and in Lc0I, and how long
+-- The probe record (wire.ProbeRecord) in Bc0I, Lc0I and fI, and how long
 -- past its expiry, in ms, this library's scripts leave it in place with
 -- its permit out (wire.ProbeHold; docs/fairness.md, "The probe record").
 -- Redisson's scripts settle it when it expires. acquire.lua mirrors these;
 -- TestProbeRecordMatchesLua holds them to wire.
-local PROBE_B, PROBE_L = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0'
+local PROBE_B, PROBE_L, PROBE_F = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\0\0\0\0\0\0GoRL70726f620\1\0\0\0', '\0\0\0\127\1\0\0\0'
 local PROBE_HOLD = 110
 
 -- A decimal integer field in [lo, MAX], else RLSTATE.
@@ -113,7 +113,7 @@ end
 -- only when it is there: once an interval at most.
 local function probeHeld(permitsKey, old, cutoff)
   for i = 1, #old do
-    if old[i] == PROBE_B or old[i] == PROBE_L then
+    if old[i] == PROBE_B or old[i] == PROBE_L or old[i] == PROBE_F then
       local s = redis.call('ZSCORE', permitsKey, old[i])
       if s and s + 0 > cutoff - PROBE_HOLD then
         return i
