@@ -165,16 +165,17 @@ func TestLeaseDeniedCommandLeavesStateUntouched(t *testing.T) {
 	require.Positive(t, failed)
 }
 
-// A Redis user that may acquire but not run lease.lua (no ZSCORE, which
-// the lease scripts need and acquire.lua does not) gets every permit
-// through acquire.lua: the lease call is refused before anything is sent,
-// and its callers fall back to acquire.lua instead of failing.
+// A Redis user that may acquire but not run lease.lua (no ZREM, which
+// the lease scripts need and acquire.lua runs only to take back its own
+// record when DECRBY was refused) gets every permit through acquire.lua:
+// the lease call is refused before anything is sent, and its callers fall
+// back to acquire.lua instead of failing.
 func TestLeasePermissionDeniedFallsBack(t *testing.T) {
 	admin := newRedis(t)
 	ctx := context.Background()
-	user := "lease-nozscore-" + strings.ReplaceAll(uniqueName(t), "/", "-")
+	user := "lease-nozrem-" + strings.ReplaceAll(uniqueName(t), "/", "-")
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
-	as := readmeUser(t, admin, user, "zscore")
+	as := readmeUser(t, admin, user, "zrem")
 	defer as.Close()
 	var leased int
 	c := ratelimiter.NewClient(as, ratelimiter.WithLeases(ratelimiter.LeaseOptions{Duration: 10 * time.Second, MinDemand: 2}),

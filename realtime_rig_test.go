@@ -287,6 +287,11 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 					return
 				}
 				rec := rtPermitRec{score: int64(score), permits: int64(m.Permits), added: at}
+				if old, ok := p.recs[rest[1]]; ok {
+					// The probe record, written anew after its last one was
+					// settled (docs/protocol.md): each write is a grant.
+					p.recs[fmt.Sprintf("%s@%d", rest[1], old.score)] = old
+				}
 				p.recs[rest[1]], p.live[rest[1]] = rec, rec
 			}
 		case "ZREM":

@@ -44,9 +44,11 @@ func probeRetakeAt(expiry time.Time) time.Time {
 const probeRetakeMargin = 10 * time.Millisecond
 
 // fairBatch reports whether batch is one the probe record concerns: fair
-// wakes on, one limiter, every request a blocking caller's.
+// wakes on, one limiter, every request a blocking caller's, and the probe
+// windows' hold one permit (a Client with WithProbeHold(n > 1) leaves the
+// joins to its windows, which hold n: the probe record holds one).
 func (e *Engine) fairBatch(batch []*request) bool {
-	if e.unfair || e.maxBatch == 1 {
+	if e.unfair || e.maxBatch == 1 || e.hold > 1 {
 		return false
 	}
 	if _, ok := batch[0].p.(Limiter); !ok {
