@@ -102,6 +102,9 @@ type fleet struct {
 	probeMine   bool
 	retakeProbe bool
 	probeRead   bool
+	// goCalls: the Go fleet's granting script calls in an interval, as
+	// the last census counted their records (probeSparse).
+	goCalls int
 }
 
 // tally counts permits over the last tallySlots slots of interval/
@@ -367,6 +370,7 @@ func (e *Engine) census(lim Limiter, key string) {
 	}
 	f.interval = iv
 	c := sides(zs, f.interval)
+	f.goCalls = c.goRecords
 	now := e.time.Now()
 	was := f.shared(now)
 	a, b := e.weigh(f, now, c.ours, c.others)
@@ -428,6 +432,10 @@ type headcount struct {
 	// 3.20 or earlier (FI, Lc0I, Bc0I with 8 random bytes), whose
 	// writers retry 3 ms after the expiry on Netty's event loop.
 	atHint bool
+	// goRecords: this library's records but the probe record, each the
+	// grant of one script call: the Go fleet's granting calls in the
+	// interval.
+	goRecords int
 }
 
 // sides counts the permits that this library's records (marked) and the
@@ -454,6 +462,9 @@ func sides(zs []Record, interval time.Duration) headcount {
 			other++
 		case m.GoMarked():
 			c.ours += int64(max(m.Permits, 1))
+			if !m.Probe() {
+				c.goRecords++
+			}
 		default:
 			c.others += int64(max(m.Permits, 1))
 			if m.Format != wire.Bc0I || len(m.Random) < 16 {

@@ -92,3 +92,34 @@ func TestSimProbeRecordCost(t *testing.T) {
 		}
 	}
 }
+
+// Where the probe record is sparse (25 per 500 ms: its held permit would
+// cost more than probeIdleShare of the grants), a Redisson service that
+// starts calling beside a busy Go-only fleet gets its first permit within
+// a probe period (3 s here) after the last probe record expired, an
+// interval and a tick: the joins of the probe windows before the probe
+// record. Simulated as TestSimJoin, at eight points of a period.
+func TestSimJoinSparse(t *testing.T) {
+	const interval, rate = 500 * time.Millisecond, 25
+	period := probePeriod(interval, rate, probeBudget)
+	for _, shape := range [][2]int{{1, 1}, {2, 2}, {4, 2}, {1, 16}} {
+		for _, tick := range []time.Duration{100 * time.Millisecond, 0} {
+			for k := range 8 {
+				start := 3*time.Second + time.Duration(k)*period/8
+				what := fmt.Sprintf("%dx%d, tick %v, Redisson from %v", shape[0], shape[1], tick, start)
+				s := newFleetSim(shape[0], shape[1], rate, interval, uint64(k+1))
+				s.startGo()
+				s.runFor(t, start)
+				s.startJava(shape[0]*shape[1], tick, 37*time.Millisecond)
+				bound := period + interval + tick + hintPad
+				s.runFor(t, bound+time.Millisecond)
+				n, join := s.javaGrants()
+				t.Logf("%s: join %v", what, join)
+				if n == 0 || join > bound {
+					t.Errorf("%s: %d permits, first after %v; want one within %v", what, n, join, bound)
+				}
+				s.stop()
+			}
+		}
+	}
+}

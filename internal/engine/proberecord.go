@@ -33,6 +33,19 @@ import (
 //
 // Calls with Form.Probe cost the script a ZSCORE; the other Clients make
 // them only until they learn the record's expiry, about once an interval.
+//
+// Two costs grow past issue 40's bounds (grants within 1%, script calls
+// within 10%) on some limiters: the owner's call an interval is more than
+// a tenth of the fleet's calls where the fleet makes fewer than
+// probeCallFloor granting calls an interval (one Client whose lane
+// combines many callers), and the permit held idle for wire.ProbeHold an
+// interval is more than probeIdleShare of the grants where the rate is
+// under wire.ProbeHold/probeIdleShare permit-seconds an interval (25 per
+// 500 ms, 10 per second). There the probe record is sparse (probeSparse):
+// nobody retakes it, its permit idles after the hold until the fleet's
+// next call takes it, and a new one is written only a probe period
+// (probePeriod) after the last one expired, as the probe windows come: a
+// grant a period, and a join within a period.
 
 // probeRetakeAt returns when the owner calls again for the probe record
 // that expires at expiry: the hold's end and a margin for the clocks (the
@@ -74,7 +87,33 @@ func (e *Engine) batchProbe(l *lane, now time.Time) bool {
 	if f == nil || f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
 		return false
 	}
-	return f.probeAt.IsZero() || !now.Before(probeRetakeAt(f.probeAt))
+	if f.probeAt.IsZero() {
+		return true
+	}
+	if f.probeSparse() {
+		return !now.Before(f.probeAt.Add(f.period(e.budget)))
+	}
+	return !now.Before(probeRetakeAt(f.probeAt))
+}
+
+// probeCallFloor is the fewest granting script calls an interval of a Go
+// fleet for which the probe record's owner retakes it every interval: its
+// call is then at most a tenth of theirs. probeIdleShare is the largest
+// share of the grants that the permit held idle an interval may cost.
+const (
+	probeCallFloor = 10
+	probeIdleShare = 0.005
+)
+
+// probeSparse reports whether the probe record is sparse on f's limiter:
+// its rate (once a reply told it) holds fewer than wire.ProbeHold /
+// probeIdleShare permit-seconds an interval, or the last census counted
+// fewer than probeCallFloor records of the Go fleet's calls in an interval.
+func (f *fleet) probeSparse() bool {
+	if f.rate > 0 && float64(f.rate)*f.interval.Seconds() < wire.ProbeHold.Seconds()/probeIdleShare {
+		return true
+	}
+	return f.censuses > 0 && f.goCalls < probeCallFloor
 }
 
 // noteProbe reads what a call of lane l on lim sent at sent found of the
@@ -115,7 +154,7 @@ func (e *Engine) noteProbe(l *lane, lim Limiter, b *Reply, sent, now time.Time) 
 		}
 		f.probeAt = at // the latest reading: the script's clock decides the hold
 	}
-	if !f.probeMine || f.retakeProbe || f.shared(now) {
+	if !f.probeMine || f.retakeProbe || f.shared(now) || f.probeSparse() {
 		return
 	}
 	d := max(probeRetakeAt(f.probeAt).Sub(now), probeRetakeMargin)
