@@ -2,10 +2,12 @@ package ratelimiter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Durat
 	for i := range cs {
 		cs[i] = ratelimiter.NewClient(redistest.Client(t, srv.Addr()), opts...)
 	}
-	_, err := cs[0].Limiter(name).TrySetRate(context.Background(), ratelimiter.Config{Rate: 25, Interval: goOnlyInterval})
+	_, err := cs[0].Limiter(name).TrySetRate(context.Background(), ratelimiter.Config{Rate: goOnlyRate, Interval: goOnlyInterval})
 	require.NoError(t, err)
 	before := redistest.ScriptCalls(t, rdb)
 	return func() yieldRun {
@@ -74,10 +76,13 @@ func goOnlyLoad(t *testing.T, srv *redistest.Server, clients int, dur time.Durat
 }
 
 // goOnlyCallers is how many goroutines goOnlyLoad runs, spread over
-// its Clients; goOnlyInterval is its limiter's interval.
-const (
-	goOnlyCallers  = 16
-	goOnlyInterval = 500 * time.Millisecond
+// its Clients; goOnlyRate and goOnlyInterval are its limiter's (25 per
+// 500 ms; FAIRNESS_COST_RATE, such as 50/1s, sets them for a measurement).
+const goOnlyCallers = 16
+
+var (
+	goOnlyRate     int64 = 25
+	goOnlyInterval       = 500 * time.Millisecond
 )
 
 // TestFairnessCostGoOnly measures what fairness costs a fleet with no
@@ -112,6 +117,12 @@ func TestFairnessCostGoOnly(t *testing.T) {
 	}
 	if n, err := strconv.Atoi(os.Getenv("FAIRNESS_COST_CLIENTS")); err == nil && n > 0 && goOnlyCallers%n == 0 {
 		fleets = []int{n}
+	}
+	if r, iv, ok := strings.Cut(os.Getenv("FAIRNESS_COST_RATE"), "/"); ok {
+		n, err1 := strconv.ParseInt(r, 10, 64)
+		d, err2 := time.ParseDuration(iv)
+		require.NoError(t, errors.Join(err1, err2), "FAIRNESS_COST_RATE: want permits/interval, such as 50/1s")
+		goOnlyRate, goOnlyInterval = n, d
 	}
 	srvOn, srvOff := ownServer(t), ownServer(t)
 	for _, clients := range fleets {
