@@ -185,20 +185,22 @@ func WithForeignWaiters(n int) Option {
 // WithProbeWindows sets how often probe windows come on a limiter that
 // only this library writes (WithFairness): at most once per permits
 // permits of the limiter's rate, in whole intervals, and at least a second
-// apart. A Redisson service that starts calling for one permit at a time
-// while Go callers keep such a limiter busy is granted within a probe
-// period and its retry tick (at most 100 ms) of its first refused call
-// (a call for more needs the window where a minute starts, which frees
-// every permit for 50 ms), and each window costs the Go callers about one
-// grant (the permit it holds free idles until the next expiry). The
-// default, 150, is a window every 3 s at 50 per second: under 1% of the
-// grants. 1 puts one in every interval, or every second when the
-// interval is shorter: such a late Redisson service is granted within
-// that and a tick, for about 2% of the grants at 50 per second and 10% at
-// 10 per second (docs/fairness.md, "Cost to a Go-only fleet"). Every
-// Client of a limiter must have the same setting: the windows hold a
-// permit free only if all of the limiter's Clients hold it at once. permits must be from 1 to
-// 2^20; otherwise every call fails with ErrInvalidArgument.
+// apart. Since the probe record (docs/fairness.md, "The rule", step 4),
+// windows matter only with WithProbeHold(n) for n > 1: a window then
+// leaves n permits free for 110 ms, so that a Redisson service asking n a
+// call that starts while Go callers keep the limiter busy is granted
+// within a probe period and its retry tick (at most 100 ms) of its first
+// refused call. With the default hold of one, the probe record lets a
+// Redisson service asking one in (within an interval and a tick at 50 per
+// second, within a probe period where it is sparse), and windows hold
+// nothing but the first 50 ms of the window where a minute starts (every
+// permit free, for calls asking more). Each window with a hold costs the
+// Go callers about a grant a permit held (it idles until the next
+// expiry): 150 is a window every 3 s at 50 per second; 1 puts one in every
+// interval, or every second when the interval is shorter. Every Client of
+// a limiter must have the same setting: the windows hold permits free only
+// if all of the limiter's Clients hold them at once. permits must be from
+// 1 to 2^20; otherwise every call fails with ErrInvalidArgument.
 //
 // default: 150.
 func WithProbeWindows(permits int) Option {
@@ -207,15 +209,16 @@ func WithProbeWindows(permits int) Option {
 
 // WithProbeHold sets how many permits a probe window (WithProbeWindows)
 // leaves free for 110 ms (default 1), for a fleet that shares its
-// limiters with Redisson services asking that many permits a call: a
-// window frees one, which a Redisson call for 5 cannot take, so such a
-// service that starts while Go callers keep the limiter busy otherwise
-// waits for the window where a minute starts, which frees every permit
-// for 50 ms. Each permit held idles until the next expiry, so each should
-// cost the Go callers about a grant a window, as the one does (that cost
-// is measured for one permit only). Every Client of a limiter must have
-// the same setting. permits must be from 1 to 2^20; otherwise every call
-// fails with ErrInvalidArgument.
+// limiters with Redisson services asking that many permits a call: the
+// probe record frees one, which a Redisson call for 5 cannot take, so
+// such a service that starts while Go callers keep the limiter busy
+// otherwise waits for the window where a minute starts, which frees every
+// permit for 50 ms. With n > 1 a Client leaves the joins to its windows
+// and writes no probe record. Each permit held idles until the next
+// expiry, so each should cost the Go callers about a grant a window
+// (measured for one permit, before the probe record). Every Client of a
+// limiter must have the same setting. permits must be from 1 to 2^20;
+// otherwise every call fails with ErrInvalidArgument.
 //
 // default: 1.
 func WithProbeHold(permits int) Option {

@@ -5,7 +5,13 @@ import (
 	"time"
 )
 
-// Probe windows (docs/fairness.md, "The rule", step 4). On a limiter
+// Probe windows (docs/fairness.md, "The rule", step 4). Since the probe
+// record (proberecord.go), which lets a Redisson call for one permit in,
+// a window holds permits only in its full part (probeFullSlot, for calls
+// asking more) once a reply told of the probe record, unless the hold is
+// more than one (Options.ProbeHold), whose Client writes no probe record:
+// what follows is the rule for those, and for a limiter before a reply
+// told of it. On a limiter
 // whose window holds only this library's records, the waiters wake
 // together on their hint, and a Redisson waiter starved so far would
 // never get a permit for a census to see: Redisson 3.25.1 and later
