@@ -20,14 +20,19 @@ import (
 // 0, 0 and 3% in Java's first four seconds; which path it took is not
 // known). Simulated (fleetSim), for fleets of 1-8 Clients of 1-2 callers,
 // Redisson 4.x's retry styles (on a timer tick after the hint: ticks of
-// 10, 49 and 100 ms) and 3.16's (at the hint), and Redisson starting at
-// eight points of an interval, after the fleet has run alone for 3 s.
+// 10, 49 and 100 ms) and 3.16's (at the hint), and Redisson starting
+// 100 ms after the fleet (which filled the window in its first instants:
+// the probe record must be among those first grants), or at eight points
+// of an interval after the fleet has run alone for 3 s.
 func TestSimJoin(t *testing.T) {
 	const interval, rate = time.Second, 50
 	for _, shape := range [][2]int{{1, 1}, {1, 2}, {2, 2}, {4, 1}, {4, 2}, {8, 1}, {8, 2}} {
 		for _, tick := range []time.Duration{100 * time.Millisecond, 49 * time.Millisecond, 10 * time.Millisecond, 0} {
-			for k := range 8 {
-				start := 3*time.Second + time.Duration(k)*interval/8
+			for k := range 9 {
+				start := 100 * time.Millisecond
+				if k > 0 {
+					start = 3*time.Second + time.Duration(k-1)*interval/8
+				}
 				what := fmt.Sprintf("%dx%d, tick %v, Redisson from %v", shape[0], shape[1], tick, start)
 				s := newFleetSim(shape[0], shape[1], rate, interval, uint64(k+1))
 				s.startGo()

@@ -76,15 +76,22 @@ func (e *Engine) fairBatch(batch []*request) bool {
 }
 
 // batchProbe reports whether a script call of lane l (a fairBatch) at now
-// may write the probe record (Form.Probe): the limiter contended (a
-// blocked caller of this Client refused within the last two intervals)
-// and not shared, and no probe record known to be in place: none seen, or
-// the one seen is past its retake.
+// may write the probe record (Form.Probe): this Client's first calls of
+// the limiter (it knows nothing of it yet: a fleet that starts together
+// fills the window in its first instants, and a Redisson service that
+// starts beside it meets that record's expiry an interval on, not the
+// next one's), or the limiter contended (a blocked caller of this Client
+// refused within the last two intervals) and not shared, and no probe
+// record known to be in place: none seen, or the one seen is past its
+// retake.
 func (e *Engine) batchProbe(l *lane, now time.Time) bool {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
-	if f == nil || f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
+	if f == nil {
+		return true
+	}
+	if f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
 		return false
 	}
 	if f.probeAt.IsZero() {
@@ -132,7 +139,11 @@ func (e *Engine) noteProbe(l *lane, lim Limiter, b *Reply, sent, now time.Time) 
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
 	if f == nil {
-		return
+		if !b.Probe.Read {
+			return
+		}
+		interval, rate := b.window()
+		f = e.lanes.fleetOf(l.key, interval, rate, now)
 	}
 	if p := b.Probe; p.Read {
 		f.probeRead = true
