@@ -3,6 +3,7 @@ package ratelimiter_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
+	"github.com/goredisson/ratelimiter/wire"
 )
 
 // eventually polls cond every few ms for up to 10 s.
@@ -229,9 +231,15 @@ func sampleRecords(t *testing.T, rdb *redis.Client, key string, interval time.Du
 			at := time.Now().UnixMilli()
 			now := map[string]bool{}
 			for _, z := range rdb.ZRangeWithScores(context.Background(), key, 0, -1).Val() {
-				m := z.Member.(string)
+				member := z.Member.(string)
+				m := member
+				if d, err := wire.Decode([]byte(m)); err == nil && d.Probe() {
+					// Written anew under the same member (docs/protocol.md):
+					// each write, by its score, is a grant.
+					m = fmt.Sprintf("%s@%d", m, int64(z.Score))
+				}
 				now[m] = true
-				seen[m] = record{at: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
+				seen[m] = record{at: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(member[len(member)-4:])))}
 			}
 			for m, r := range seen {
 				if !now[m] && !released[m] && at < r.at+interval.Milliseconds() {
