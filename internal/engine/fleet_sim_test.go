@@ -50,7 +50,7 @@ type fleetSim struct {
 
 // newFleetSim returns a fleet of clients Clients of per callers each on
 // a window of rate permits per interval; seed makes the spread's draws.
-func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint64) *fleetSim {
+func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint64, opts ...func(*Options)) *fleetSim {
 	s := &fleetSim{c: newFakeClock(), callers: clients * per, rtt: 500 * time.Microsecond}
 	s.w = newSimWindow(s.c, rate, interval)
 	s.c.onTimer = func(f func()) {
@@ -70,7 +70,11 @@ func newFleetSim(clients, per int, rate int64, interval time.Duration, seed uint
 		return time.Duration(rng.Int64N(int64(bound)))
 	}
 	for range clients {
-		s.es = append(s.es, New(Options{MaxBatch: 128, Time: s.c, Draw: draw}))
+		o := Options{MaxBatch: 128, Time: s.c, Draw: draw}
+		for _, f := range opts {
+			f(&o)
+		}
+		s.es = append(s.es, New(o))
 		lim := simLimiter("sim", s.w)
 		decide := lim.decide
 		lim.decide = func(form Form, ns []int64) Reply {

@@ -51,6 +51,34 @@ func TestSimJoin(t *testing.T) {
 	}
 }
 
+// With WithForeignWaiters told the Redisson threads, the joins of
+// TestSimJoin hold too. Its count of blocking calls makes a Client's
+// fleet before its first call, and the first calls once took that for a
+// known limiter and wrote no probe record: Redisson starting 100 ms after
+// the fleet waited for the second clump's record, about two intervals (a
+// fairness table run read 2.02-2.04 s in all 8 runs of these rows).
+func TestSimJoinForeign(t *testing.T) {
+	const interval, rate = time.Second, 50
+	for _, shape := range [][3]int{{4, 2, 1}, {1, 1, 8}, {2, 2, 4}} {
+		for _, tick := range []time.Duration{100 * time.Millisecond, 10 * time.Millisecond, 0} {
+			for _, start := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 3*time.Second + interval/2} {
+				java := shape[2]
+				what := fmt.Sprintf("%dx%d:%d, tick %v, Redisson from %v", shape[0], shape[1], java, tick, start)
+				s := newFleetSim(shape[0], shape[1], rate, interval, 7, func(o *Options) { o.Foreign = java })
+				s.startGo()
+				s.runFor(t, start)
+				s.startJava(java, tick, 37*time.Millisecond)
+				bound := interval + tick + hintPad
+				s.runFor(t, bound+time.Millisecond)
+				if n, join := s.javaGrants(); n == 0 || join > bound {
+					t.Errorf("%s: %d permits, first after %v; want one within %v", what, n, join, bound)
+				}
+				s.stop()
+			}
+		}
+	}
+}
+
 // checkJoinSeen runs s on to an interval and 50 ms after Redisson's
 // first permit at first, and checks that each Client counts the limiter
 // as shared then.

@@ -83,12 +83,14 @@ func (e *Engine) fairBatch(batch []*request) bool {
 // next one's), or the limiter contended (a blocked caller of this Client
 // refused within the last two intervals) and not shared, and no probe
 // record known to be in place: none seen, or the one seen is past its
-// retake.
+// retake. A fleet whose window no reply has told (made by
+// WithForeignWaiters' count of blocking calls before the first call)
+// knows nothing of the limiter either.
 func (e *Engine) batchProbe(l *lane, now time.Time) bool {
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
-	if f == nil {
+	if f == nil || f.interval == 0 {
 		return true
 	}
 	if f.shared(now) || now.Sub(f.refusedAt) > 2*f.interval {
@@ -138,12 +140,12 @@ func (e *Engine) noteProbe(l *lane, lim Limiter, b *Reply, sent, now time.Time) 
 	e.lanes.mu.Lock()
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
-	if f == nil {
-		if !b.Probe.Read {
-			return
-		}
-		interval, rate := b.window()
+	if b.Probe.Read {
+		interval, rate := b.window() // the fleet may not know them yet (batchProbe)
 		f = e.lanes.fleetOf(l.key, interval, rate, now)
+	}
+	if f == nil {
+		return
 	}
 	if p := b.Probe; p.Read {
 		f.probeRead = true
