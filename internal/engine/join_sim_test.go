@@ -54,9 +54,11 @@ func TestSimJoin(t *testing.T) {
 // With WithForeignWaiters told the Redisson threads, the joins of
 // TestSimJoin hold too. Its count of blocking calls makes a Client's
 // fleet before its first call, and the first calls once took that for a
-// known limiter and wrote no probe record: Redisson starting 100 ms after
-// the fleet waited for the second clump's record, about two intervals (a
-// fairness table run read 2.02-2.04 s in all 8 runs of these rows).
+// known limiter and wrote no probe record: Redisson starting with the
+// fleet waited for the second clump's record, about two intervals (a
+// fairness table run read 2.02-2.04 s in all 16 runs of these rows, on
+// 4.7.0 and 3.16.3). The sim starts Redisson 100 ms after the fleet, as
+// TestSimJoin does.
 func TestSimJoinForeign(t *testing.T) {
 	const interval, rate = time.Second, 50
 	for _, shape := range [][3]int{{4, 2, 1}, {1, 1, 8}, {2, 2, 4}} {
