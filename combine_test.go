@@ -3,7 +3,6 @@ package ratelimiter_test
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/goredisson/ratelimiter"
 	"github.com/goredisson/ratelimiter/internal/redistest"
-	"github.com/goredisson/ratelimiter/wire"
 )
 
 // eventually polls cond every few ms for up to 10 s.
@@ -232,12 +230,7 @@ func sampleRecords(t *testing.T, rdb *redis.Client, key string, interval time.Du
 			now := map[string]bool{}
 			for _, z := range rdb.ZRangeWithScores(context.Background(), key, 0, -1).Val() {
 				member := z.Member.(string)
-				m := member
-				if d, err := wire.Decode([]byte(m)); err == nil && d.Probe() {
-					// Written anew under the same member (docs/protocol.md):
-					// each write, by its score, is a grant.
-					m = fmt.Sprintf("%s@%d", m, int64(z.Score))
-				}
+				m := grantKey(member, int64(z.Score))
 				now[m] = true
 				seen[m] = record{at: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(member[len(member)-4:])))}
 			}

@@ -383,18 +383,13 @@ func (p *recordPoller) read(ctx context.Context, addr string, rdb *redis.Client)
 			p.short++
 			continue
 		}
-		key := m
 		if d, err := wire.Decode([]byte(m)); err == nil && d.Fill() {
 			// The new master's fill (internal/script/restart.go) holds
 			// permits no caller was granted: not a grant to count.
 			p.fills++
 			continue
-		} else if err == nil && d.Probe() {
-			// The probe record is written anew under the same member
-			// (docs/protocol.md): each write, by its score, is a grant.
-			key = fmt.Sprintf("%s@%d", m, int64(z.Score))
 		}
-		p.recs[addr][key] = rtRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
+		p.recs[addr][grantKey(m, int64(z.Score))] = rtRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
 	}
 	p.times[addr] = append(p.times[addr], tc.Val())
 	return nil

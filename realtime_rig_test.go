@@ -288,9 +288,7 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 				}
 				rec := rtPermitRec{score: int64(score), permits: int64(m.Permits), added: at}
 				if old, ok := p.recs[rest[1]]; ok {
-					// The probe record, written anew after its last one was
-					// settled (docs/protocol.md): each write is a grant.
-					p.recs[fmt.Sprintf("%s@%d", rest[1], old.score)] = old
+					p.recs[grantKey(rest[1], old.score)] = old // the probe record's last write
 				}
 				p.recs[rest[1]], p.live[rest[1]] = rec, rec
 			}
@@ -535,4 +533,16 @@ func rtCheckStalled(t *testing.T, grants []redistest.Grant, start, end time.Time
 	}
 	require.True(t, held, "the stall did not hold the calls: none sent before it was answered after it")
 	return after
+}
+
+// grantKey is the key under which a record sampler counts record member,
+// scored score, as a grant: the member, but for the probe record, which
+// is written anew under the same member after its last write was
+// settled (docs/protocol.md), so each of its writes, by its score, is a
+// grant of its own.
+func grantKey(member string, score int64) string {
+	if d, err := wire.Decode([]byte(member)); err == nil && d.Probe() {
+		return fmt.Sprintf("%s@%d", member, score)
+	}
+	return member
 }

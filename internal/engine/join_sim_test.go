@@ -51,8 +51,8 @@ func TestSimJoin(t *testing.T) {
 	}
 }
 
-// With WithForeignWaiters told the Redisson threads, the joins of
-// TestSimJoin hold too. Its count of blocking calls makes a Client's
+// With WithForeignWaiters told the Redisson threads, TestSimJoin's bound
+// holds too, for three of its shapes and starts. Its count of blocking calls makes a Client's
 // fleet before its first call, and the first calls once took that for a
 // known limiter and wrote no probe record: Redisson starting with the
 // fleet waited for the second clump's record, about two intervals (a

@@ -141,7 +141,8 @@ func (e *Engine) noteProbe(l *lane, lim Limiter, b *Reply, sent, now time.Time) 
 	defer e.lanes.mu.Unlock()
 	f := e.lanes.fleets[l.key]
 	if b.Probe.Read {
-		interval, rate := b.window() // the fleet may not know them yet (batchProbe)
+		// Made, or told the window (WithForeignWaiters' fleet may not know it yet: batchProbe).
+		interval, rate := b.window()
 		f = e.lanes.fleetOf(l.key, interval, rate, now)
 	}
 	if f == nil {
