@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -33,13 +34,34 @@ const acquireClock = "local t = redis.call('TIME')\n  stamp = t[1] .. string.sub
 
 // many returns the script deciding several calls of the script src.
 func many(i int, src string) *manyScript {
-	body := strings.Replace(src, acquireClock, "stamp = serverNow()", 1)
-	if body == src {
-		panic("ratelimiter: the acquire script lacks its clock reading") // caught by every test
-	}
-	src = luaManyClock + "local function decide(KEYS, ARGV)\n" + body + "\nend\n" + luaMany
+	src = luaManyClock + "local function decide(KEYS, ARGV, KB, AB, NK, NA)\n" + decideBody(src) + "\nend\n" + luaMany
 	return &manyScript{s: redis.NewScript(src), src: src, i: i}
 }
+
+// decideBody returns the acquire script src as the body of many.lua's
+// decide(KEYS, ARGV, KB, AB, NK, NA): it reads the server's clock
+// through serverNow, and each call's keys and arguments where they lie in
+// the many script's own, KEYS[KB + k] and ARGV[AB + k], NK and NA of
+// them. Copying each call's into tables of its own cost Redis about 4,000
+// instructions a decision (docs/combining.md, "Many limiters"). It panics
+// (caught by every test) when src has not the one clock reading, the one
+// count of keys (#KEYS ==) and of arguments (#ARGV do) it rewrites, or
+// reads KEYS or ARGV another way.
+func decideBody(src string) string {
+	body := strings.Replace(src, acquireClock, "stamp = serverNow()", 1)
+	if body == src || strings.Count(src, "#KEYS ==") != 1 || strings.Count(src, "#ARGV do") != 1 {
+		panic("ratelimiter: the acquire script lacks its clock reading or its counts of keys and arguments")
+	}
+	body = strings.NewReplacer("KEYS[", "KEYS[KB + ", "ARGV[", "ARGV[AB + ", "#KEYS ==", "NK ==", "#ARGV do", "NA do").Replace(body)
+	if otherUse.MatchString(body) {
+		panic("ratelimiter: the acquire script reads KEYS or ARGV other than by index: " + otherUse.FindString(body))
+	}
+	return body
+}
+
+// otherUse matches KEYS or ARGV in code but as KEYS[KB + or ARGV[AB +
+// (outside comments: a line's text after "--" is not code).
+var otherUse = regexp.MustCompile(`(?m)^(?:[^-\n]|-[^-\n])*\b(?:KEYS|ARGV)\b(?:[^\[]|\[[^KA]|$)`)
 
 // The states of a many script on the Conn's server (pipe.many).
 const (

@@ -306,3 +306,31 @@ func TestManyKeepsTheOrder(t *testing.T) {
 		t.Errorf("pipelines %v, want one of %v (o0 alone, the other call, o1-o3 in one script call)", pipelines, want)
 	}
 }
+
+// decideBody rewrites every read of the acquire scripts' keys and
+// arguments to the call's place in the many script's, and refuses a
+// script that reads them another way (the many script would then read
+// another call's).
+func TestDecideBodyRewritesEveryRead(t *testing.T) {
+	for _, src := range []string{luaAcquire, evictsSrc(luaAcquire, "allkeys"), evictsSrc(luaAcquire, "volatile")} {
+		body := decideBody(src)
+		for _, want := range []string{"KEYS[KB + 1]", "ARGV[AB + 4]", "NK == 3", "NA do", "stamp = serverNow()"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the decide body lacks %q", want)
+			}
+		}
+	}
+	clock := acquireClock + "\nif #KEYS == 3 then end\nfor i = 4, #ARGV do end\n"
+	for _, bad := range []string{"local n = #KEYS", "return unpack(ARGV)", "local k = KEYS", "x = ARGV -- ARGV[1]"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("decideBody took %q", bad)
+				}
+			}()
+			decideBody(clock + bad + "\n")
+		}()
+	}
+	// A comment may name them.
+	decideBody(clock + "-- KEYS: K1..K5; #ARGV\nlocal x = 1 -- unpack(ARGV)\n")
+}
