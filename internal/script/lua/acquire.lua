@@ -356,8 +356,12 @@ end
 -- Valkey; Redis 6.2 lacks it and relies on the probe: docs/operations.md).
 -- w: a write runs before the next one. The second ZADD (lost permits)
 -- needs no check: the first, on the same key, ran.
+-- The settling grant (its record, then the removal of the expired records
+-- it freed, as many permits as it granted: the value stays) checks
+-- nothing either: a refused removal takes the record back.
 local plain = nfree == 0 and not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
-local acl = not plain and redis.acl_check_cmd
+local settling = nfree > 0 and not held and total == freed and not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
+local acl = not plain and not settling and redis.acl_check_cmd
 if acl then
   local w, deny = mt > 0 or lost > 0, nil
   if nfree > 0 then
@@ -425,7 +429,19 @@ elseif #old > 0 then
   if #old > 1 then
     last = #old <= 10 and string.sub('0123456789', #old, #old) or string.format('%d', #old - 1)
   end
-  redis.call('ZREMRANGEBYRANK', permitsKey, '0', last)
+  if not settling then
+    redis.call('ZREMRANGEBYRANK', permitsKey, '0', last)
+  else
+    local r = redis.pcall('ZREMRANGEBYRANK', permitsKey, '0', last)
+    if r ~= #old then
+      -- Refused (the ACL changed since the probe; otherwise it removed
+      -- #old): the record goes, as after a refused DECRBY below.
+      if mt > 0 then
+        redis.pcall('ZREM', permitsKey, member)
+      end
+      return r
+    end
+  end
 end
 if pw then
   redis.call('ZADD', permitsKey, stamp, pm)
