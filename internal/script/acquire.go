@@ -102,10 +102,16 @@ func (c *Conn) decideWith(ctx context.Context, f engine.Form, ns []int64,
 			bounded = false
 			continue
 		}
-		var ackErr *ackError
-		if err != nil && (reply == nil || !errors.As(err, &ackErr)) {
-			b.Err = err
-			return b
+		var ackErr error
+		if err != nil {
+			// Declared here, errors.As's target (which escapes) is made
+			// only for an error, not for every call.
+			var ae *ackError
+			if reply == nil || !errors.As(err, &ae) {
+				b.Err = err
+				return b
+			}
+			ackErr = ae
 		}
 		if v, ok := reply.(int64); ok && v == -1 {
 			continue
