@@ -56,8 +56,8 @@ type clockWatch struct {
 	last    atomic.Pointer[clockRead]
 	next    atomic.Int64 // unix ns before which no background reading is due
 	running atomic.Bool
-	slow    atomic.Int64 // ns: the slowest recent acquire round trip, decaying (noteTrip)
-	arg     atomic.Pointer[stampArg]
+	slow    atomic.Int64             // ns: the slowest recent acquire round trip, decaying (noteTrip)
+	arg     atomic.Pointer[stampArg] // the bound acquireStamp made last
 }
 
 // noteTrip counts an acquire call's round trip d: the slowest recent one
