@@ -17,9 +17,10 @@ import (
 // acquire.lua's code on its own keys, and gets the reply it would have
 // got alone. What Redis saves is not the script call itself (measured
 // with callgrind, a script call per call cost about what the loop over
-// the calls does) but the tables per call it no longer makes and the
-// clock it reads once per four calls (lua/many_clock.lua): 16% of its
-// instructions per decision (TestManyInstructions, docs/combining.md).
+// the calls does) but the tables per call it no longer makes (Redis's
+// KEYS and ARGV for each call; decideBody) and the clock it reads once
+// per four calls (lua/many_clock.lua): about a fifth of its instructions
+// per decision (TestManyInstructions, docs/combining.md).
 
 // manyScript is an acquire script's copy that decides several calls.
 type manyScript struct {
