@@ -288,7 +288,10 @@ func (p *rtPermitLog) read(r *bufio.Reader) {
 				}
 				rec := rtPermitRec{score: int64(score), permits: int64(m.Permits), added: at}
 				if old, ok := p.recs[rest[1]]; ok {
-					p.recs[grantKey(rest[1], old.score)] = old // the probe record's last write
+					// A member written anew (the probe record, after its
+					// last write was settled: docs/protocol.md): each
+					// write is a grant of its own.
+					p.recs[fmt.Sprintf("%s@%d", rest[1], old.score)] = old
 				}
 				p.recs[rest[1]], p.live[rest[1]] = rec, rec
 			}

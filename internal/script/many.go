@@ -43,8 +43,9 @@ func many(i int, src string) *manyScript {
 // decide(KEYS, ARGV, KB, AB, NK, NA): it reads the server's clock
 // through serverNow, and each call's keys and arguments where they lie in
 // the many script's own, KEYS[KB + k] and ARGV[AB + k], NK and NA of
-// them. Copying each call's into tables of its own cost Redis about 4,000
-// instructions a decision (docs/combining.md, "Many limiters"). It panics
+// them. Copying them into a pair of tables refilled for each call cost
+// Redis about 4,000 instructions a decision (docs/combining.md, "Many
+// limiters"). It panics
 // (caught by every test) when src has not the one clock reading, the one
 // count of keys (#KEYS ==) and of arguments (#ARGV do) it rewrites, or
 // reads KEYS or ARGV another way.

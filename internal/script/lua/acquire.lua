@@ -347,20 +347,21 @@ end
 
 -- Redis does not roll a script back: a command the ACL refuses after the
 -- first write would leave that write alone (an ACL changed since the
--- Client's probe, permissions.go). On the plain path (a grant's record
--- and DECRBY, nothing else written: a grant that frees no expired record
--- on a limiter without a TTL or keep-alive) a refused DECRBY takes the
--- record back (below), which costs nothing while it is allowed. On every
--- other path each command run after the first write is checked here
--- first, on its key, with redis.acl_check_cmd (Redis 7.0 and later,
--- Valkey; Redis 6.2 lacks it and relies on the probe: docs/operations.md).
+-- Client's probe, permissions.go). Two paths write the grant's record and
+-- one command more, on a limiter without a TTL or keep-alive: the plain
+-- grant (then DECRBY: it frees no expired record) and the settling grant
+-- (then ZREMRANGEBYRANK of the expired records it frees, which held as
+-- many permits as it grants, so the value stays). There a refusal of that
+-- command takes the record back (below), which costs nothing while it is
+-- allowed. On every other path each command run after the first write is
+-- checked here first, on its key, with redis.acl_check_cmd (Redis 7.0 and
+-- later, Valkey; Redis 6.2 lacks it and relies on the probe:
+-- docs/operations.md).
 -- w: a write runs before the next one. The second ZADD (lost permits)
 -- needs no check: the first, on the same key, ran.
--- The settling grant (its record, then the removal of the expired records
--- it freed, as many permits as it granted: the value stays) checks
--- nothing either: a refused removal takes the record back.
-local plain = nfree == 0 and not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
-local settling = nfree > 0 and not held and total == freed and not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
+local alone = not changed and lost == 0 and keep == 0 and ttl <= 0 and not pw
+local plain = nfree == 0 and alone
+local settling = nfree > 0 and not held and total == freed and alone
 local acl = not plain and not settling and redis.acl_check_cmd
 if acl then
   local w, deny = mt > 0 or lost > 0, nil
