@@ -42,7 +42,11 @@ import (
 //     the interval apart); the test reads them with ZRANGE WITHSCORES every
 //     rtPoll on every server, and once more at the end, so that records the
 //     scripts trimmed are counted too, and it asserts that no record could
-//     have come and gone between two reads;
+//     have come and gone between two reads; a record that vanished before
+//     its interval passed was given back (a batch granted after some of
+//     its callers' deadlines: the engine releases their permits, shrinking
+//     or removing the oldest records) and is left out, as sampleRecords
+//     does, else a window would count the permits given back twice;
 //   - no grant told to a caller before the kill is missing there (the
 //     promise of WithReplicaAck), and records from before the kill and
 //     after the failover are both there.
@@ -92,7 +96,8 @@ type rtResult struct {
 	errs         int64     // calls failed with another error
 	calls        int64
 	promoted     string              // address of the new master
-	records      map[string]rtRecord // the new master's records, by member
+	records      map[string]rtRecord // the new master's records, by member, those given back left out
+	givenBack    rtGivenBack         // the new master's records left out
 	pollGap      time.Duration       // longest gap between two reads of the new master's records
 	pollGapAt    time.Time           // server time of the read that ended it
 	shortMembers int                 // members too short to hold a count
@@ -104,7 +109,13 @@ type rtResult struct {
 type rtRecord struct {
 	score   int64
 	permits int64
+	seen    time.Time // the server's time of the last read that saw it
+	gone    bool      // vanished before its interval passed: given back
 }
+
+// rtGivenBack counts the records that vanished before their interval
+// passed, and their permits.
+type rtGivenBack struct{ records, permits int64 }
 
 func runRealTimeFailover(ctx context.Context, t *testing.T) (rtResult, int) {
 	s := redistest.StartSentinel(ctx, t)
@@ -127,7 +138,7 @@ func runRealTimeFailover(ctx context.Context, t *testing.T) (rtResult, int) {
 
 	// Read every server's records once before the fleet starts, then every
 	// rtPoll until the end.
-	rec := newRecordPoller(lim.Keys().Permits)
+	rec := newRecordPoller(lim.Keys().Permits, rtInterval)
 	servers := s.Servers()
 	var nodes []*redis.Client
 	for _, n := range servers {
@@ -275,7 +286,7 @@ func runRealTimeFailover(ctx context.Context, t *testing.T) (rtResult, int) {
 	require.NoError(t, rec.read(ctx, m.Addr, nodeRedis(t, m)))
 	stopPollers()
 	res.grants = grants.List()
-	res.records, res.pollGap, res.pollGapAt = rec.of(m.Addr)
+	res.records, res.givenBack, res.pollGap, res.pollGapAt = rec.of(m.Addr)
 	res.shortMembers = rec.shortMembers()
 	res.fills = rec.fillCount()
 	return res, switches()
@@ -317,9 +328,9 @@ func (res rtResult) assert(t *testing.T) {
 	t.Logf("WorstCertain %d (window at kill%+v), of the calls sent after the kill %d (at kill%+v); WorstByReply %d (informational)",
 		worst, worstAt.Sub(res.killAt).Round(time.Millisecond), worstNew, worstNewAt.Sub(res.killAt).Round(time.Millisecond), byReply)
 	t.Logf("fill records read: %d", res.fills)
-	t.Logf("new master's records: %d (%d stamped before the kill, holding %d permits; %d after it), worst window %d (at kill%+v); longest gap between reads %v (ending at kill%+v)",
+	t.Logf("new master's records: %d (%d stamped before the kill, holding %d permits; %d after it), worst window %d (at kill%+v); longest gap between reads %v (ending at kill%+v); given back (left out): %d records holding %d permits",
 		len(res.records), recBefore, permitsBefore, recAfter, recWorst, time.UnixMilli(recAt).Sub(res.killAt).Round(time.Millisecond),
-		res.pollGap.Round(time.Millisecond), res.pollGapAt.Sub(res.killAt).Round(time.Millisecond))
+		res.pollGap.Round(time.Millisecond), res.pollGapAt.Sub(res.killAt).Round(time.Millisecond), res.givenBack.records, res.givenBack.permits)
 
 	require.LessOrEqualf(t, worst, int64(rtRate), "more than %d grants in one window of real time", rtRate)
 	require.Positive(t, before, "no grant before the kill")
@@ -349,16 +360,17 @@ func worstRecordWindow(recs map[string]rtRecord, interval time.Duration) (int64,
 // recordPoller keeps, for each server, every permit record it read there
 // and the server's times of the reads.
 type recordPoller struct {
-	key   string
-	mu    sync.Mutex
-	recs  map[string]map[string]rtRecord
-	times map[string][]time.Time
-	short int
-	fills int // fill records read, over all reads (not counted as grants)
+	key      string
+	interval time.Duration
+	mu       sync.Mutex
+	recs     map[string]map[string]rtRecord
+	times    map[string][]time.Time
+	short    int
+	fills    int // fill records read, over all reads (not counted as grants)
 }
 
-func newRecordPoller(key string) *recordPoller {
-	return &recordPoller{key: key, recs: map[string]map[string]rtRecord{}, times: map[string][]time.Time{}}
+func newRecordPoller(key string, interval time.Duration) *recordPoller {
+	return &recordPoller{key: key, interval: interval, recs: map[string]map[string]rtRecord{}, times: map[string][]time.Time{}}
 }
 
 // read reads the records on the server at addr with the server's TIME.
@@ -374,9 +386,13 @@ func (p *recordPoller) read(ctx context.Context, addr string, rdb *redis.Client)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.recs[addr] == nil {
-		p.recs[addr] = map[string]rtRecord{}
+	recs := p.recs[addr]
+	if recs == nil {
+		recs = map[string]rtRecord{}
+		p.recs[addr] = recs
 	}
+	at := tc.Val()
+	here := map[string]bool{}
 	for _, z := range zc.Val() {
 		m, _ := z.Member.(string)
 		if len(m) < 4 {
@@ -389,17 +405,44 @@ func (p *recordPoller) read(ctx context.Context, addr string, rdb *redis.Client)
 			p.fills++
 			continue
 		}
-		p.recs[addr][grantKey(m, int64(z.Score))] = rtRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:])))}
+		k := grantKey(m, int64(z.Score))
+		here[k] = true
+		if r, ok := recs[k]; ok && !at.After(r.seen) {
+			continue // a later read (of another goroutine) saw it already
+		}
+		recs[k] = rtRecord{score: int64(z.Score), permits: int64(binary.LittleEndian.Uint32([]byte(m[len(m)-4:]))), seen: at}
 	}
-	p.times[addr] = append(p.times[addr], tc.Val())
+	// A record missing from a read later than the last that saw it, before
+	// its interval passed, was not trimmed by a script's settle (that
+	// removes only records an interval old): it was given back. A record
+	// shrunk by a give-back is a new member under the old one's score, so
+	// the old one is gone and the new one counted.
+	for k, r := range recs {
+		if !here[k] && !r.gone && at.After(r.seen) && at.UnixMilli() < r.score+p.interval.Milliseconds() {
+			r.gone = true
+			recs[k] = r
+		}
+	}
+	p.times[addr] = append(p.times[addr], at)
 	return nil
 }
 
-// of returns the records read on addr, the longest gap between two reads
-// there and the server's time of the read that ended it.
-func (p *recordPoller) of(addr string) (map[string]rtRecord, time.Duration, time.Time) {
+// of returns the records read on addr less those given back, what was
+// given back, the longest gap between two reads there and the server's
+// time of the read that ended it.
+func (p *recordPoller) of(addr string) (map[string]rtRecord, rtGivenBack, time.Duration, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	kept := map[string]rtRecord{}
+	var back rtGivenBack
+	for k, r := range p.recs[addr] {
+		if r.gone {
+			back.records++
+			back.permits += r.permits
+			continue
+		}
+		kept[k] = r
+	}
 	ts := slices.Clone(p.times[addr])
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	var gap time.Duration
@@ -409,7 +452,7 @@ func (p *recordPoller) of(addr string) (map[string]rtRecord, time.Duration, time
 			gap, at = d, ts[i]
 		}
 	}
-	return p.recs[addr], gap, at
+	return kept, back, gap, at
 }
 
 func (p *recordPoller) fillCount() int {
