@@ -31,7 +31,12 @@ type manyScript struct {
 
 // acquireClock is acquire.lua's reading of the server's clock, which a
 // many script replaces with serverNow (lua/many_clock.lua).
-const acquireClock = "local t = redis.call('TIME')\n  stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)"
+const acquireClock = "local t = rcall('TIME')\n  stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)"
+
+// acquireLocals is acquire.lua's line making Redis's command functions
+// locals, which a many script makes once for all its calls
+// (lua/many_clock.lua).
+const acquireLocals = "local rcall, rpcall = redis.call, redis.pcall\n"
 
 // many returns the script deciding several calls of the script src.
 func many(i int, src string) *manyScript {
@@ -41,7 +46,8 @@ func many(i int, src string) *manyScript {
 
 // decideBody returns the acquire script src as the body of many.lua's
 // decide(KEYS, ARGV, KB, AB, NK, NA): it reads the server's clock
-// through serverNow, and each call's keys and arguments where they lie in
+// through serverNow, uses the many script's locals for Redis's command
+// functions, and reads each call's keys and arguments where they lie in
 // the many script's own, KEYS[KB + k] and ARGV[AB + k], NK and NA of
 // them. Copying them into a pair of tables refilled for each call cost
 // Redis about 4,000 instructions a decision (docs/combining.md, "Many
@@ -50,10 +56,11 @@ func many(i int, src string) *manyScript {
 // count of keys (#KEYS ==) and of arguments (#ARGV do) it rewrites, or
 // reads KEYS or ARGV another way.
 func decideBody(src string) string {
-	body := strings.Replace(src, acquireClock, "stamp = serverNow()", 1)
-	if body == src || strings.Count(src, "#KEYS ==") != 1 || strings.Count(src, "#ARGV do") != 1 {
-		panic("ratelimiter: the acquire script lacks its clock reading or its counts of keys and arguments")
+	body := strings.Replace(src, acquireClock, "stamp, now = serverNow()", 1)
+	if body == src || strings.Count(src, "#KEYS ==") != 1 || strings.Count(src, "#ARGV do") != 1 || strings.Count(src, acquireLocals) != 1 {
+		panic("ratelimiter: the acquire script lacks its clock reading, its counts of keys and arguments or its locals")
 	}
+	body = strings.Replace(body, acquireLocals, "", 1)
 	body = strings.NewReplacer("KEYS[", "KEYS[KB + ", "ARGV[", "ARGV[AB + ", "#KEYS ==", "NK ==", "#ARGV do", "NA do").Replace(body)
 	if otherUse.MatchString(body) {
 		panic("ratelimiter: the acquire script reads KEYS or ARGV other than by index: " + otherUse.FindString(body))

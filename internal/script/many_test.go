@@ -314,13 +314,16 @@ func TestManyKeepsTheOrder(t *testing.T) {
 func TestDecideBodyRewritesEveryRead(t *testing.T) {
 	for _, src := range []string{luaAcquire, evictsSrc(luaAcquire, "allkeys"), evictsSrc(luaAcquire, "volatile")} {
 		body := decideBody(src)
-		for _, want := range []string{"KEYS[KB + 1]", "ARGV[AB + 4]", "NK == 3", "NA do", "stamp = serverNow()"} {
+		for _, want := range []string{"KEYS[KB + 1]", "ARGV[AB + 4]", "NK == 3", "NA do", "stamp, now = serverNow()"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("the decide body lacks %q", want)
 			}
 		}
+		if strings.Contains(body, acquireLocals) {
+			t.Errorf("the decide body makes its own locals %q", acquireLocals)
+		}
 	}
-	clock := acquireClock + "\nif #KEYS == 3 then end\nfor i = 4, #ARGV do end\n"
+	clock := acquireLocals + acquireClock + "\nif #KEYS == 3 then end\nfor i = 4, #ARGV do end\n"
 	for _, bad := range []string{"local n = #KEYS", "return unpack(ARGV)", "local k = KEYS", "x = ARGV -- ARGV[1]"} {
 		func() {
 			defer func() {

@@ -63,7 +63,11 @@ local PROBE_B, PROBE_L, PROBE_F = '\16GoRLprob\0\0\0\0\0\0\0\0\1\0\0\0', '\13\0\
 local PROBE_HOLD = 110
 
 -- mirrors lib.lua: limiter() and the first half of settle()
-local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
+-- Redis's command functions as locals: looking redis.call up at every
+-- command cost Redis more (callgrind, docs/performance.md, "Speed").
+-- (many.go's scripts make them once for all their calls: lua/many_clock.lua.)
+local rcall, rpcall = redis.call, redis.pcall
+local c = rcall('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
 if not (c[1] and c[2] and c[3]) then
   return redis.error_reply('RLNOTINIT RateLimiter is not initialized')
 end
@@ -87,7 +91,7 @@ if valueKey == KEYS[1] then
   -- PER_CLIENT) and the limiter is OVERALL: nothing written, send all five.
   return -2
 end
-local stored = redis.call('GET', valueKey)
+local stored = rcall('GET', valueKey)
 -- One match for every field (cheaper than one each): decimal integers
 -- only, as Config() reads them (tonumber alone would take 0x10 or 1e3),
 -- none empty. Only the value, first, may have a sign; a negative rate
@@ -118,7 +122,9 @@ if not single and #form > 1 then
   end
   form = string.sub(form, 1, 1)
 end
-local one = single and ARGV[4] + 0
+-- (Most calls ask for one permit: comparing the string costs less than
+-- converting it.)
+local one = single and (ARGV[4] == '1' and 1 or ARGV[4] + 0)
 if one and one > rate then
   return redis.error_reply('RLEXCEED Requested permits amount cannot exceed defined rate')
 end
@@ -135,20 +141,21 @@ if #stamp == 14 then
   most, stamp = stamp, ''
 end
 local clientClock = stamp ~= ''
+local now
 if stamp == '' then
   -- (many.go gives a script deciding several calls serverNow instead of
-  -- these two lines: lua/many_clock.lua.)
-  local t = redis.call('TIME')
+  -- these two lines, which also gives now: lua/many_clock.lua.)
+  local t = rcall('TIME')
   stamp = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
-local now = stamp + 0
+now = now or stamp + 0
 if most and stamp > most then
   return redis.error_reply('RLSTEP the server clock read ' .. stamp .. ' ms, past ' .. most .. ': a step ahead')
 end
 local cutoff = string.format('%d', now - interval)
 
 -- mirrors lib.lua: the second half of settle()
-local old = redis.call('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
+local old = rcall('ZRANGEBYSCORE', permitsKey, '-inf', cutoff, 'LIMIT', '0', EXPIRE_CHUNK)
 local released, pk = 0, nil
 for i = 1, #old do
   -- The permit count: the last four bytes, little-endian, in every
@@ -176,7 +183,7 @@ if probe then
   end
 end
 if pk then
-  local s = redis.call('ZSCORE', permitsKey, old[pk])
+  local s = rcall('ZSCORE', permitsKey, old[pk])
   held = s and s + 0 > now - interval - PROBE_HOLD
   if held then
     released = released - 1
@@ -186,7 +193,7 @@ if pk then
   end
 end
 if pm and not (pk and old[pk] == pm) then
-  ps = redis.call('ZSCORE', permitsKey, pm)
+  ps = rcall('ZSCORE', permitsKey, pm)
 end
 -- nfree: the expired records this call removes.
 local nfree = #old
@@ -201,7 +208,7 @@ if not stored or value + released > rate then
   -- The value key is gone while records remain (an evicting policy), or
   -- permits came back that the records still hold (a Redisson release or
   -- availablePermits): count the window's records instead.
-  local live = redis.call('ZRANGEBYSCORE', permitsKey, '(' .. cutoff, '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
+  local live = rcall('ZRANGEBYSCORE', permitsKey, '(' .. cutoff, '+inf', 'LIMIT', 0, RECOUNT_MAX + 1)
   local used = 0
   for i = 1, #live do
     if #live[i] >= 4 then
@@ -249,7 +256,7 @@ for i = 4, #ARGV do
     if #old > 0 then
       from = string.format('%d', #old)
     end
-    first = redis.call('ZRANGE', permitsKey, from, from, 'WITHSCORES')
+    first = rcall('ZRANGE', permitsKey, from, from, 'WITHSCORES')
   end
   if value < n and total == 0 and lost == 0 and not first[1] then
     -- Nothing is outstanding, yet the value says permits are out: the
@@ -280,7 +287,7 @@ for i = 4, #ARGV do
         r = window[k]
         if not r then
           local at = string.format('%d', #old + k - 1)
-          r = redis.call('ZRANGE', permitsKey, at, at, 'WITHSCORES')
+          r = rcall('ZRANGE', permitsKey, at, at, 'WITHSCORES')
           window[k] = r
         end
       end
@@ -332,7 +339,7 @@ end
 -- read when the script runs, so its stamp is never stale.
 -- acquire_all.lua mirrors this block.
 if (total > 0 or lost > 0) and clientClock then
-  local last = redis.call('ZRANGE', permitsKey, '-1', '-1', 'WITHSCORES')
+  local last = rcall('ZRANGE', permitsKey, '-1', '-1', 'WITHSCORES')
   if last[2] and last[2] - now > 0 and last[2] - now <= interval then
     stamp = last[2]
   end
@@ -342,7 +349,7 @@ end
 -- KEYS[1] without keep-alive).
 local ttl = 0
 if keep == 0 then
-  ttl = redis.call('PTTL', KEYS[1])
+  ttl = rcall('PTTL', KEYS[1])
 end
 
 -- Redis does not roll a script back: a command the ACL refuses after the
@@ -403,7 +410,7 @@ local member = ARGV[2]
 if not single then
   member = member .. struct.pack('<I', mt)
 end
-if mt > 0 and redis.call('ZADD', permitsKey, 'NX', stamp, member) == 0 then
+if mt > 0 and rcall('ZADD', permitsKey, 'NX', stamp, member) == 0 then
   return -1
 end
 if lost > 0 then
@@ -415,15 +422,15 @@ if lost > 0 then
     p = string.sub(p, 1, -5)
   end
   p = string.sub(p, 1, -2) .. string.char((string.byte(p, -1) + 128) % 256)
-  redis.call('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
+  rcall('ZADD', permitsKey, stamp, p .. struct.pack('<I', lost))
 end
 if held then
   -- mirrors lib.lua: unrecord(), the later ones first so that ranks hold
   if pk < #old then
-    redis.call('ZREMRANGEBYRANK', permitsKey, string.format('%d', pk), string.format('%d', #old - 1))
+    rcall('ZREMRANGEBYRANK', permitsKey, string.format('%d', pk), string.format('%d', #old - 1))
   end
   if pk > 1 then
-    redis.call('ZREMRANGEBYRANK', permitsKey, '0', string.format('%d', pk - 2))
+    rcall('ZREMRANGEBYRANK', permitsKey, '0', string.format('%d', pk - 2))
   end
 elseif #old > 0 then
   local last = '0'
@@ -431,36 +438,36 @@ elseif #old > 0 then
     last = #old <= 10 and string.sub('0123456789', #old, #old) or string.format('%d', #old - 1)
   end
   if not settling then
-    redis.call('ZREMRANGEBYRANK', permitsKey, '0', last)
+    rcall('ZREMRANGEBYRANK', permitsKey, '0', last)
   else
-    local r = redis.pcall('ZREMRANGEBYRANK', permitsKey, '0', last)
+    local r = rpcall('ZREMRANGEBYRANK', permitsKey, '0', last)
     if r ~= #old then
       -- Refused (the ACL changed since the probe; otherwise it removed
       -- #old): the record goes, as after a refused DECRBY below.
       if mt > 0 then
-        redis.pcall('ZREM', permitsKey, member)
+        rpcall('ZREM', permitsKey, member)
       end
       return r
     end
   end
 end
 if pw then
-  redis.call('ZADD', permitsKey, stamp, pm)
+  rcall('ZADD', permitsKey, stamp, pm)
 end
 if changed then
-  redis.call('SET', valueKey, string.format('%d', value))
+  rcall('SET', valueKey, string.format('%d', value))
 elseif total > 0 and plain then
-  local r = redis.pcall('DECRBY', valueKey, single and ARGV[4] or total)
+  local r = rpcall('DECRBY', valueKey, single and ARGV[4] or total)
   if r ~= value then
     -- (DECRBY's reply is value, as this script counted it, unless it was
     -- refused: an error table. A comparison costs less than type().)
     -- Refused (the ACL changed since the probe): the record goes, and the
     -- call changed nothing, unless ZREM is refused too (docs/operations.md).
-    redis.pcall('ZREM', permitsKey, member)
+    rpcall('ZREM', permitsKey, member)
     return r
   end
 elseif total ~= freed then
-  redis.call('DECRBY', valueKey, (single and freed == 0) and ARGV[4] or string.format('%d', total - freed))
+  rcall('DECRBY', valueKey, (single and freed == 0) and ARGV[4] or string.format('%d', total - freed))
 end
 
 -- mirrors lib.lua: refresh()
@@ -470,13 +477,13 @@ if keep > 0 then
   if string.byte(ka) == 48 then
     ka = string.format('%d', keep)
   end
-  redis.call('PEXPIRE', KEYS[1], ka)
-  redis.call('PEXPIRE', valueKey, ka)
-  redis.call('PEXPIRE', permitsKey, ka)
+  rcall('PEXPIRE', KEYS[1], ka)
+  rcall('PEXPIRE', valueKey, ka)
+  rcall('PEXPIRE', permitsKey, ka)
 elseif ttl > 0 then
   ttl = string.format('%d', ttl)
-  redis.call('PEXPIRE', valueKey, ttl)
-  redis.call('PEXPIRE', permitsKey, ttl)
+  rcall('PEXPIRE', valueKey, ttl)
+  rcall('PEXPIRE', permitsKey, ttl)
 end
 
 if single then
