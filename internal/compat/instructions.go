@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,7 +46,8 @@ var instructionPaths = []struct {
 // instructions Redis executes per tryAcquire while Redisson (peer, on the
 // same server) and this library each make n calls on a limiter of their
 // own in the same state: granted (fill records in the window) and refused.
-// Limiter names start with prefix. peer may be nil: Redisson is then left
+// The calls are counted in rounds, the sides in turn (countRounds), and
+// each side's median round is reported. Limiter names start with prefix. peer may be nil: Redisson is then left
 // out (0). It fails when a call fails or does not take the path counted
 // (checked by the permits left afterwards).
 func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis.Client, peer *Peer, prefix string, fill, n int) ([]Instructions, error) {
@@ -104,28 +106,15 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 				return nil, fmt.Errorf("%s: %w", who, err)
 			}
 		}
-		base, err := cg.Count(func() error {
-			for i := 0; i < n; i++ {
+		calls["base"] = func(k int) error {
+			for i := 0; i < k; i++ {
 				if err := baseline.Run(ctx, rdb, []string{prefix + "x"}).Err(); err != nil {
 					return err
 				}
 			}
 			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
-		var java int64
-		if peer != nil {
-			if java, err = cg.Count(func() error { return calls["redisson"](n) }); err != nil {
-				return nil, err
-			}
-		}
-		ours, err := cg.Count(func() error { return calls["go"](n) })
-		if err != nil {
-			return nil, err
-		}
-		oursClient, err := cg.Count(func() error { return calls["goclient"](n) })
+		per, err := countRounds(cg, calls, append([]string{"base"}, sides...), n)
 		if err != nil {
 			return nil, err
 		}
@@ -137,10 +126,41 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 		if err != nil {
 			return nil, fmt.Errorf("%s path: %w", path.name, err)
 		}
-		per := func(v int64) float64 { return float64(v) / float64(n) }
-		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per(java), Go: per(ours), GoClientClock: per(oursClient), OneCommand: per(base)})
+		out = append(out, Instructions{Path: path.name, Records: records, Redisson: per["redisson"], Go: per["go"], GoClientClock: per["goclient"], OneCommand: per["base"]})
 	}
 	return out, nil
+}
+
+// instructionRounds is how many counts each side's calls are split into,
+// the sides taking turns: the median count per call is reported, so that
+// a count that also caught work the server does apart from the calls (its
+// timers, a Client's background read) is left out.
+const instructionRounds = 3
+
+// countRounds makes n calls of each side (calls[who](k) makes k) in
+// instructionRounds counts, the sides in turn, and returns each side's
+// median instructions per call.
+func countRounds(cg *redisproc.Callgrind, calls map[string]func(k int) error, sides []string, n int) (map[string]float64, error) {
+	per := map[string][]float64{}
+	for r := 0; r < instructionRounds; r++ {
+		k := n / instructionRounds
+		if r == instructionRounds-1 {
+			k = n - k*(instructionRounds-1)
+		}
+		for _, who := range sides {
+			v, err := cg.Count(func() error { return calls[who](k) })
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", who, err)
+			}
+			per[who] = append(per[who], float64(v)/float64(k))
+		}
+	}
+	med := map[string]float64{}
+	for who, vs := range per {
+		slices.Sort(vs)
+		med[who] = vs[len(vs)/2]
+	}
+	return med, nil
 }
 
 // checkSettled fails unless every call counted on the settling path

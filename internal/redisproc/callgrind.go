@@ -41,10 +41,13 @@ func StartCallgrind(ctx context.Context, args ...string) (*Callgrind, error) {
 	// a count as often as the count lasts, not per call: on a loaded
 	// machine the calls take longer and a side counted then is charged
 	// more of it, enough to turn the order of two scripts within a few
-	// percent of each other (docs/performance.md, "Speed"). Once a second
-	// keeps that out of the comparison.
+	// percent of each other (docs/performance.md, "Speed"). It is not
+	// collected (--toggle-collect turns collection off inside serverCron;
+	// --collect-atstart, after it, keeps it on elsewhere), and it runs
+	// once a second.
 	args = append([]string{"--hz", "1", "--dynamic-hz", "no"}, args...)
 	srv, err := StartWrapped(ctx, []string{"valgrind", "--tool=callgrind", "--instr-atstart=no",
+		"--toggle-collect=serverCron", "--collect-atstart=yes",
 		"--callgrind-out-file=" + filepath.Join(dir, "cg.out")}, args...)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -55,7 +58,8 @@ func StartCallgrind(ctx context.Context, args ...string) (*Callgrind, error) {
 
 // Count switches instrumentation on, zeroes the counters, runs run, dumps
 // the counters and switches instrumentation off again; it returns the
-// instructions the server executed meanwhile, network handling included.
+// instructions the server executed meanwhile, network handling included,
+// its timer work (serverCron) left out.
 // It fails when run fails or callgrind_control or its dump does.
 func (c *Callgrind) Count(run func() error) (int64, error) {
 	pid := strconv.Itoa(c.Pid())
