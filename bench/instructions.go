@@ -63,8 +63,8 @@ func (r *results) instructionTable(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "A second redis-server run under valgrind's callgrind; instructions it executes per call (everything "+
-		"Redis does for it, network handling included) while each side makes %d calls, one caller, on a limiter of its "+
-		"own in the same state (granted and refused: an hour-long window, granted with %d records in it, refused full at 10; "+
+		"Redis does for it, network handling included, its timer work left out) while each side makes %d calls, one caller, "+
+		"counted in three rounds with the sides in turn (the median round shown), on a limiter of its own in the same state (granted and refused: an hour-long window, granted with %d records in it, refused full at 10; "+
 		"settling: a 1 ms window, so that each call frees the record of the one before, as on a busy limiter). "+
 		"(x) is the ratio to %s.\n\n", r.plan.instrCalls, r.plan.instrFill, redissonName)
 	fmt.Fprint(w, "| path | records in the window | Redisson | this library | on the client's clock | one-command script |\n|---|---:|---:|---:|---:|---:|\n")

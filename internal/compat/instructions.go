@@ -138,14 +138,15 @@ func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis
 const instructionRounds = 3
 
 // countRounds makes n calls of each side (calls[who](k) makes k) in
-// instructionRounds counts, the sides in turn, and returns each side's
-// median instructions per call.
+// instructionRounds counts (n of them when fewer), the sides in turn, and
+// returns each side's median instructions per call.
 func countRounds(cg *redisproc.Callgrind, calls map[string]func(k int) error, sides []string, n int) (map[string]float64, error) {
 	per := map[string][]float64{}
-	for r := 0; r < instructionRounds; r++ {
-		k := n / instructionRounds
-		if r == instructionRounds-1 {
-			k = n - k*(instructionRounds-1)
+	rounds := max(min(instructionRounds, n), 1)
+	for r := 0; r < rounds; r++ {
+		k := n / rounds
+		if r == rounds-1 {
+			k = n - k*(rounds-1)
 		}
 		for _, who := range sides {
 			v, err := cg.Count(func() error { return calls[who](k) })
