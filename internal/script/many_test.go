@@ -233,14 +233,15 @@ func commandCalls(t *testing.T, ctx context.Context, c *Conn, cmd string) int64 
 	return 0
 }
 
-// A many script reads the server's clock once for every four calls
-// (lua/many_clock.lua), and each call is decided on its own keys: ten
-// calls, three TIME commands, ten grants each with its own permits left.
-// One limiter is PER_CLIENT, its call declares five keys among calls of
-// three: the calls after it must see three (acquire.lua reads #KEYS).
-func TestManyReadsTheClockOncePerFourCalls(t *testing.T) {
+// A many script reads the server's clock once for every eight calls
+// (lua/many_clock.lua's NOWCALLS), and each call is decided on its own
+// keys: twenty calls, three TIME commands, twenty grants each with its own
+// permits left. One limiter is PER_CLIENT, its call declares five keys
+// among calls of three: the calls after it must see three (acquire.lua
+// reads #KEYS).
+func TestManyReadsTheClockOncePerEightCalls(t *testing.T) {
 	c, ctx := pipeConn(t, newPipeHook())
-	const calls, perClient = 10, 4
+	const calls, perClient, nowCalls = 20, 4, 8
 	var keys []string
 	args := []any{calls}
 	for i := range calls {
@@ -264,8 +265,8 @@ func TestManyReadsTheClockOncePerFourCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := commandCalls(t, ctx, c, "time") - before; n != (calls+3)/4 {
-		t.Errorf("%d TIME commands for %d calls, want %d", n, calls, (calls+3)/4)
+	if n, want := commandCalls(t, ctx, c, "time")-before, int64(calls+nowCalls-1)/nowCalls; n != want {
+		t.Errorf("%d TIME commands for %d calls, want %d", n, calls, want)
 	}
 	for i := range calls {
 		if len(v) != calls || v[i] != int64(10-(i%3+1)) {

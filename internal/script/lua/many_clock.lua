@@ -4,7 +4,7 @@
 -- (docs/combining.md, "Many limiters"); a call's stamp is then at most NOWCALLS - 1
 -- calls' work older than the call, on top of the up to 1 ms that whole-ms
 -- stamps already drop (docs/combining.md, "Many limiters").
-local NOWCALLS = 4
+local NOWCALLS = 8
 -- acquire.lua's locals for Redis's command functions, made once for every
 -- call (many.go takes acquire.lua's own line out).
 local rcall, rpcall = redis.call, redis.pcall
