@@ -47,9 +47,10 @@ var instructionPaths = []struct {
 // same server) and this library each make n calls on a limiter of their
 // own in the same state: granted (fill records in the window) and refused.
 // The calls are counted in rounds, the sides in turn (countRounds), and
-// each side's median round is reported. Limiter names start with prefix. peer may be nil: Redisson is then left
-// out (0). It fails when a call fails or does not take the path counted
-// (checked by the permits left afterwards).
+// each side's median round is reported. Limiter names start with prefix.
+// peer may be nil: Redisson is then left out (0). It fails when a call
+// fails or does not take the path counted (checked by the permits left
+// afterwards).
 func ScriptInstructions(ctx context.Context, cg *redisproc.Callgrind, rdb *redis.Client, peer *Peer, prefix string, fill, n int) ([]Instructions, error) {
 	// Local refusals off: the refused path measures the script, which a
 	// Client's first refusal of an ask still runs.

@@ -64,7 +64,7 @@ local PROBE_HOLD = 110
 
 -- mirrors lib.lua: limiter() and the first half of settle()
 -- Redis's command functions as locals: looking redis.call up at every
--- command cost Redis more (callgrind, docs/performance.md, "Speed").
+-- command cost Redis more (callgrind: docs/performance.md, "Many limiters").
 -- (many.go's scripts make them once for all their calls: lua/many_clock.lua.)
 local rcall, rpcall = redis.call, redis.pcall
 local c = rcall('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
