@@ -5,8 +5,8 @@
 -- calls' work older than the call, on top of the up to 1 ms that whole-ms
 -- stamps already drop (docs/combining.md, "Many limiters").
 local NOWCALLS = 8
--- acquire.lua's locals for Redis's command functions, made once for every
--- call (many.go takes acquire.lua's own line out).
+-- acquire.lua's locals for Redis's command functions, made once for all the
+-- calls (many.go takes acquire.lua's own line out).
 local rcall, rpcall = redis.call, redis.pcall
 local NOW, NOWN, NOWLEFT = '', 0, 0
 -- Returns the stamp (a string) and the same as a number.
