@@ -51,10 +51,10 @@ func many(i int, src string) *manyScript {
 // the many script's own, KEYS[KB + k] and ARGV[AB + k], NK and NA of
 // them. Copying them into a pair of tables refilled for each call cost
 // Redis about 4,000 instructions a decision (docs/combining.md, "Many
-// limiters"). It panics
-// (caught by every test) when src has not the one clock reading, the one
-// count of keys (#KEYS ==) and of arguments (#ARGV do) it rewrites, or
-// reads KEYS or ARGV another way.
+// limiters"). It panics (caught by every test) when src lacks the one
+// clock reading, the one line of locals, or the one count of keys
+// (#KEYS ==) and of arguments (#ARGV do) it rewrites, or reads KEYS or
+// ARGV another way.
 func decideBody(src string) string {
 	body := strings.Replace(src, acquireClock, "stamp, now = serverNow()", 1)
 	if body == src || strings.Count(src, "#KEYS ==") != 1 || strings.Count(src, "#ARGV do") != 1 || strings.Count(src, acquireLocals) != 1 {
