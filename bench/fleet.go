@@ -389,6 +389,9 @@ type fleetResult struct {
 	samples map[string][][][]fleetSample
 	skipped []string // contenders left out, with the reason
 	floor   benchFloor
+	// leaseRegimes is the largest shape's runs by regime (leaseregimes.go);
+	// nil when the plan has none.
+	leaseRegimes *leaseRegimeResult
 }
 
 // fleet runs the fleet section: for each shape, a warm-up of every
@@ -506,6 +509,9 @@ func (b *bench) runShape(ctx context.Context, res *fleetResult, sides []fleetSid
 		res.samples[g.name][si] = all
 		b.progress("fleet %s Clients x callers, %s: done", s, g.name)
 	}
+	if si == len(res.shapes)-1 && len(b.plan.leaseRegimes) > 0 {
+		return b.runLeaseRegimes(ctx, res, sides, cs, s)
+	}
 	return nil
 }
 
@@ -581,6 +587,9 @@ func (r *fleetResult) writeMarkdown(w io.Writer, callers int) {
 	}
 	for _, g := range r.regimes {
 		r.table(w, g, ref, callers)
+	}
+	if r.leaseRegimes != nil {
+		r.leaseRegimes.table(w)
 	}
 	r.floor.table(w, callers)
 }

@@ -80,6 +80,7 @@ func checkFleet(t *testing.T, f *fleetResult, rounds int, md string) {
 	if slices.Contains(f.names, redissonName) {
 		require.Contains(t, md, "Target at 64 x 1, "+leaseName+": at most 0.25x Redisson's Redis CPU per granted decision")
 	}
+	checkLeaseRegimes(t, f.leaseRegimes, rounds, md)
 
 	if _, err := exec.LookPath("redis-benchmark"); err != nil {
 		require.NotEmpty(t, f.floor.skipped)
@@ -91,6 +92,32 @@ func checkFleet(t *testing.T, f *fleetResult, rounds int, md string) {
 		require.Positive(t, ss[0].perSec, f.floor.names[i])
 		require.Positive(t, ss[0].cpuUs, f.floor.names[i])
 	}
+}
+
+// checkLeaseRegimes checks the largest fleet's runs by regime: every
+// regime of the plan for each of its contenders, the limit held in each,
+// and the lease row's grants partly from lease records far from the rate.
+func checkLeaseRegimes(t *testing.T, lr *leaseRegimeResult, rounds int, md string) {
+	t.Helper()
+	require.NotNil(t, lr)
+	require.Contains(t, md, "### Fleet: leases by regime, 64 x 1")
+	require.Equal(t, fleetShape{64, 1}, lr.shape)
+	require.Contains(t, lr.names, leaseName)
+	require.Len(t, lr.samples, len(lr.regimes))
+	lease := slices.Index(lr.names, leaseName)
+	for gi, g := range lr.regimes {
+		require.Len(t, lr.samples[gi], len(lr.names))
+		for k, name := range lr.names {
+			require.Len(t, lr.samples[gi][k], rounds, "%s, %s", g.name, name)
+			require.Positive(t, lr.samples[gi][k][0].grants, "%s, %s: no grants", g.name, name)
+			m := lr.most(gi, k)
+			require.True(t, m > 0 && m <= 1, "%s, %s: %.2fx the rate proven in one window", g.name, name, m)
+		}
+		for _, s := range lr.samples[gi][lease] {
+			require.Zero(t, s.leaseKept, "%s: lease permits kept", g.name)
+		}
+	}
+	require.Positive(t, lr.at(0, lease, fleetSample.leasedShare), "%s: no grant from a lease", lr.regimes[0].name)
 }
 
 // TestProvenInWindow: a grant counts in a window only when its whole call

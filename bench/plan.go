@@ -43,7 +43,10 @@ type plan struct {
 	fleetWarmup  time.Duration // each contender's warm-up per shape (Redisson 3x)
 	fleetOver    fleetRegime   // most decisions refused; its run spans a window's end
 	fleetUnder   fleetRegime   // most decisions granted, at a high rate
-	rbRequests   int           // requests per redis-benchmark run (the floor beside the fleet)
+	// leaseRegimes are the largest fleet's regimes for leases
+	// (leaseregimes.go): how long and how near the rate it asks.
+	leaseRegimes []fleetRegime
+	rbRequests   int // requests per redis-benchmark run (the floor beside the fleet)
 
 	keyedLimiters []int         // the many-keys section's limiter counts
 	keyedCallers  int           // concurrent callers, each on a limiter drawn at random per decision
@@ -94,19 +97,25 @@ var fullPlan = plan{
 	fleetWarmup:      300 * time.Millisecond,
 	fleetOver:        fleetRegime{name: "over-asking", rate: 100, interval: 500 * time.Millisecond, run: 700 * time.Millisecond},
 	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 500 * time.Millisecond},
-	rbRequests:       100_000,
-	keyedLimiters:    []int{20_000, 100_000},
-	keyedCallers:     64,
-	keyedRounds:      5,
-	keyedRound:       2 * time.Second,
-	loneCalls:        5_000,
-	svcCallers:       64,
-	svcRounds:        5,
-	svcRound:         2 * time.Second,
-	svcUsers:         20_000,
-	svcNearRate:      2_000,
-	svcBurstRate:     100,
-	svcBursts:        3,
+	leaseRegimes: []fleetRegime{
+		{name: "1,000,000/s for 500 ms", rate: 1_000_000, interval: time.Second, run: 500 * time.Millisecond},
+		{name: "1,000,000/s for 3 s", rate: 1_000_000, interval: time.Second, run: 3 * time.Second},
+		{name: "100,000/s for 3 s", rate: 100_000, interval: time.Second, run: 3 * time.Second},
+		{name: "50,000/s for 3 s", rate: 50_000, interval: time.Second, run: 3 * time.Second},
+	},
+	rbRequests:    100_000,
+	keyedLimiters: []int{20_000, 100_000},
+	keyedCallers:  64,
+	keyedRounds:   5,
+	keyedRound:    2 * time.Second,
+	loneCalls:     5_000,
+	svcCallers:    64,
+	svcRounds:     5,
+	svcRound:      2 * time.Second,
+	svcUsers:      20_000,
+	svcNearRate:   2_000,
+	svcBurstRate:  100,
+	svcBursts:     3,
 }
 
 // quickPlan is `make bench-quick` and the end-to-end test: every
@@ -143,17 +152,21 @@ var quickPlan = plan{
 	fleetWarmup:      100 * time.Millisecond,
 	fleetOver:        fleetRegime{name: "over-asking", rate: 50, interval: 400 * time.Millisecond, run: 500 * time.Millisecond},
 	fleetUnder:       fleetRegime{name: "under-asking", rate: 1_000_000, interval: time.Second, run: 200 * time.Millisecond},
-	rbRequests:       30_000,
-	keyedLimiters:    []int{2_000},
-	keyedCallers:     64,
-	keyedRounds:      1,
-	keyedRound:       300 * time.Millisecond,
-	loneCalls:        300,
-	svcCallers:       64,
-	svcRounds:        1,
-	svcRound:         300 * time.Millisecond,
-	svcUsers:         2_000,
-	svcNearRate:      20, // low enough that a slow -race run still asks more
-	svcBurstRate:     100,
-	svcBursts:        2,
+	leaseRegimes: []fleetRegime{
+		{name: "1,000,000/s for 500 ms", rate: 1_000_000, interval: time.Second, run: 500 * time.Millisecond},
+		{name: "50,000/s for 500 ms", rate: 50_000, interval: time.Second, run: 500 * time.Millisecond},
+	},
+	rbRequests:    30_000,
+	keyedLimiters: []int{2_000},
+	keyedCallers:  64,
+	keyedRounds:   1,
+	keyedRound:    300 * time.Millisecond,
+	loneCalls:     300,
+	svcCallers:    64,
+	svcRounds:     1,
+	svcRound:      300 * time.Millisecond,
+	svcUsers:      2_000,
+	svcNearRate:   20, // low enough that a slow -race run still asks more
+	svcBurstRate:  100,
+	svcBursts:     2,
 }
