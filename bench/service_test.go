@@ -44,10 +44,19 @@ func checkService(t *testing.T, s *svcResult, p plan, md string) {
 					require.Equal(t, 1.0, x.granted, "%s, %s: a refusal", name, sh.name)
 					continue
 				}
-				require.Positive(t, x.commands, "%s, %s: no Redis commands", name, sh.name)
 				if sh.rate >= 1_000_000 || sh.key == "user" {
+					require.Positive(t, x.commands, "%s, %s: no Redis commands", name, sh.name)
 					require.Equal(t, 1.0, x.granted, "%s, %s: a refusal", name, sh.name)
 				} else {
+					// Near the limit ours may make no Redis command in a
+					// round: the quick plan's window fills in the round's
+					// warm-up, and every later refusal of a 300 ms round is
+					// local until the records expire a second after they
+					// were granted (a CI run read 0). Envoy's fixed window
+					// calls Redis for every request.
+					if name == svcEnvoy {
+						require.Positive(t, x.commands, "%s, %s: no Redis commands", name, sh.name)
+					}
 					require.Less(t, x.granted, 1.0, "%s, %s: nothing refused", name, sh.name)
 				}
 			}
