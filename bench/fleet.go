@@ -550,7 +550,13 @@ func (b *bench) fleetRun(ctx context.Context, side fleetSide, cs fleetClients, s
 // at returns the median over the rounds of f for contender i at shape si,
 // of the rounds where f is defined (NaN: none).
 func (r *fleetResult) at(regime string, si, i int, f func(fleetSample) float64) float64 {
-	vs := slices.DeleteFunc(pick(r.samples[regime][si][i], f), math.IsNaN)
+	return medianOf(r.samples[regime][si][i], f)
+}
+
+// medianOf is the median of f over the rounds ss where f is defined (NaN:
+// none).
+func medianOf(ss []fleetSample, f func(fleetSample) float64) float64 {
+	vs := slices.DeleteFunc(pick(ss, f), math.IsNaN)
 	if len(vs) == 0 {
 		return math.NaN()
 	}
@@ -560,14 +566,20 @@ func (r *fleetResult) at(regime string, si, i int, f func(fleetSample) float64) 
 // mostShare is the worst round's most grants proven in one window, as a
 // multiple of the rate; -1 for a contender with no rule.
 func (r *fleetResult) mostShare(g fleetRegime, si, i int) float64 {
+	return worstShare(r.samples[g.name][si][i], g.rate)
+}
+
+// worstShare is the most grants proven in one window of the rounds ss, the
+// worst round's, as a multiple of rate; -1 for a contender with no rule.
+func worstShare(ss []fleetSample, rate int64) float64 {
 	worst := int64(-1)
-	for _, s := range r.samples[g.name][si][i] {
+	for _, s := range ss {
 		worst = max(worst, s.most)
 	}
 	if worst < 0 {
 		return -1
 	}
-	return float64(worst) / float64(g.rate)
+	return float64(worst) / float64(rate)
 }
 
 // fleetTargets are issue 24's targets for this library's rows at 64

@@ -13,8 +13,9 @@ import (
 // the rate. A lease is taken only while the window after it holds at most
 // Share of the rate, so its gain depends on both: the under-asking table's
 // one regime (500 ms far from the rate) ends about when leases stop. The
-// same Clients as the largest shape's, the defaults and Redisson beside
-// the lease row, each run on a fresh limiter.
+// largest shape's Clients (the lease row's are made for each run and
+// closed at its end, as in the tables above), the defaults and Redisson
+// beside the lease row, each run on a fresh limiter.
 
 // leaseRegimeSides are the contenders of the lease regimes, by name.
 var leaseRegimeSides = []string{"ratelimiter (default)", leaseName, redissonName}
@@ -60,30 +61,20 @@ func (b *bench) runLeaseRegimes(ctx context.Context, res *fleetResult, sides []f
 // at returns the median over the rounds of f for contender k in regime
 // gi, of the rounds where f is defined (NaN: none).
 func (lr *leaseRegimeResult) at(gi, k int, f func(fleetSample) float64) float64 {
-	vs := slices.DeleteFunc(pick(lr.samples[gi][k], f), math.IsNaN)
-	if len(vs) == 0 {
-		return math.NaN()
-	}
-	return median(vs)
+	return medianOf(lr.samples[gi][k], f)
 }
 
 // most is the worst round's most grants proven in one window of regime
 // gi, as a multiple of its rate.
 func (lr *leaseRegimeResult) most(gi, k int) float64 {
-	worst := int64(-1)
-	for _, s := range lr.samples[gi][k] {
-		worst = max(worst, s.most)
-	}
-	if worst < 0 {
-		return -1
-	}
-	return float64(worst) / float64(lr.regimes[gi].rate)
+	return worstShare(lr.samples[gi][k], lr.regimes[gi].rate)
 }
 
 func (lr *leaseRegimeResult) table(w io.Writer) {
 	ref := slices.Index(lr.names, redissonName)
 	fmt.Fprintf(w, "### Fleet: leases by regime, %s\n\n", lr.shape)
-	fmt.Fprintf(w, "The largest fleet of the tables above (%s: Clients x callers each, the same Clients), every caller "+
+	fmt.Fprintf(w, "The largest fleet of the tables above (%s: Clients x callers each, the same Clients; the lease row's made "+
+		"for each run and closed at its end), every caller "+
 		"as fast as it can, on a fresh limiter per run; each row a regime: the limiter's rate and how long the fleet "+
 		"asks. A lease is taken only while the window after it holds at most Share of the rate (LeaseOptions; "+
 		"0.1 by default), so what leases give depends on how long the fleet asks and how near the rate. Medians of "+
